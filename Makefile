@@ -1,0 +1,42 @@
+# rollgate developer commands. `make dev` and `make test` work on a fresh machine:
+# they create .venv, install the project, and build kube-apiserver + etcd once
+# (cached in ~/.cache/rollgate/k8s/<version>/, or taken from $ROLLGATE_K8S_BIN).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: venv k8s test test-unit test-e2e lint dev bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+k8s:
+	hack/k8s/build.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+test: venv k8s lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit tests/http $(PYTEST_ARGS)
+
+test-e2e: venv k8s
+	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+dev: venv k8s
+	$(PY) hack/dev.py
+
+bench: venv
+	$(PY) bench/admission.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev

@@ -1,0 +1,111 @@
+"""The contract between the runtime and the controllers that run on it.
+
+A controller declares the resources it needs cached (``watches``), maps a change of
+any of them to the keys of its primary objects (``map_event``), and reconciles one
+key at a time (``reconcile``). The runtime owns list+watch, the work queue with
+de-duplication and per-key backoff, worker threads, resync and leader election, so a
+controller is plain code over a read-only cache and an API client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A Kubernetes resource handled as plain JSON."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+STAGE = Resource("kargo.akuity.io", "v1alpha1", "stages", "Stage")
+FREIGHT = Resource("kargo.akuity.io", "v1alpha1", "freights", "Freight")
+ANALYSIS_TEMPLATE = Resource("argoproj.io", "v1alpha1", "analysistemplates", "AnalysisTemplate")
+CLUSTER_ANALYSIS_TEMPLATE = Resource(
+    "argoproj.io", "v1alpha1", "clusteranalysistemplates", "ClusterAnalysisTemplate",
+    namespaced=False,
+)
+ANALYSIS_RUN = Resource("argoproj.io", "v1alpha1", "analysisruns", "AnalysisRun")
+APPLICATION = Resource("argoproj.io", "v1alpha1", "applications", "Application")
+ROLLOUT_MANAGER = Resource("argoproj.io", "v1alpha1", "rolloutmanagers", "RolloutManager")
+CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap")
+DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Key:
+    """Identity of a primary object in the work queue."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class Requeue(Exception):
+    """Raised by ``reconcile`` to run the key again after ``after`` seconds.
+
+    Any other exception counts as a failure and is retried with the queue's
+    per-key exponential backoff.
+    """
+
+    def __init__(self, after: float, reason: str = "") -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+class Cache(Protocol):
+    """Read-only view of the informer caches. Returned objects must not be mutated."""
+
+    def get(self, resource: Resource, namespace: str, name: str) -> Obj | None: ...
+
+    def list(self, resource: Resource, namespace: str | None = None) -> list[Obj]: ...
+
+
+class EventRecorder(Protocol):
+    def emit(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        """Create a core/v1 Event about ``obj`` (type ``Normal`` or ``Warning``)."""
+        ...
+
+
+@dataclass(slots=True)
+class Context:
+    """What a controller gets to do its work; built once by the runtime."""
+
+    cache: Cache
+    api: Any  # kubernetes.client.ApiClient (official client), authenticated
+    events: EventRecorder
+    options: Mapping[str, Any]  # parsed command-line flags, by dest name
+
+
+class Controller(Protocol):
+    name: str  # e.g. "stage-verification"; also the --controllers value
+    primary: Resource
+    watches: tuple[Resource, ...]  # every resource it reads from the cache (incl. primary)
+
+    def map_event(self, resource: Resource, obj: Obj) -> Iterable[Key]:
+        """Keys of primary objects to reconcile when ``obj`` (of ``resource``) changed."""
+        ...
+
+    def reconcile(self, key: Key, ctx: Context) -> None:
+        """Bring the world in line for ``key``; idempotent; raise to retry."""
+        ...
+
+
+def object_key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return Key(meta.get("namespace") or "", meta["name"])

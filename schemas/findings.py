@@ -1,0 +1,65 @@
+"""Findings: what a check says about one field of an object.
+
+A finding is the unit that every consumer shares: the webhook turns errors into a
+denial (and warnings into AdmissionReview warnings), the reconciler turns them into a
+verification ``Error`` or a ``PluginsSynced=False`` condition, and the offline CLI
+prints them. Keeping the path structured (not a pre-rendered string) lets ratcheting
+look the value up in ``object`` and ``oldObject``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+PathPart = str | int
+Path = tuple[PathPart, ...]
+
+
+def render_path(path: Iterable[PathPart]) -> str:
+    """Render a path the way Kubernetes does: ``spec.plugins.metric[0].sha256``."""
+    out: list[str] = []
+    for part in path:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif out:
+            out.append(f".{part}")
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One error or warning about the field at ``path``.
+
+    ``compare`` lists the paths whose values decide validation ratcheting on UPDATE
+    (DESIGN.md: for a duplicate the whole list, for both spellings both stanzas). It
+    defaults to ``(path,)``; a path that does not exist in an object is compared at
+    its nearest existing parent.
+    """
+
+    path: Path
+    message: str
+    warning: bool = False
+    compare: tuple[Path, ...] = field(default=())
+
+    @property
+    def field(self) -> str:
+        return render_path(self.path)
+
+    @property
+    def compare_paths(self) -> tuple[Path, ...]:
+        return self.compare or (self.path,)
+
+    def __str__(self) -> str:
+        kind = "warning: " if self.warning else ""
+        return f"{self.field}: {kind}{self.message}"
+
+
+def errors(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if not f.warning]
+
+
+def warnings(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.warning]
