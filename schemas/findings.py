@@ -12,6 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+
+class Key(str):
+    """A map key in a path (a label or annotation key), rendered ``labels[key]``.
+
+    Kubernetes renders map keys in brackets (``metadata.labels[app.kubernetes.io/name]``)
+    because they may contain dots and slashes; as a ``str`` subclass it still indexes a
+    dict, so ratcheting can look the value up like any other path part.
+    """
+
+    __slots__ = ()
+
+
 PathPart = str | int
 Path = tuple[PathPart, ...]
 
@@ -20,7 +32,7 @@ def render_path(path: Iterable[PathPart]) -> str:
     """Render a path the way Kubernetes does: ``spec.plugins.metric[0].sha256``."""
     out: list[str] = []
     for part in path:
-        if isinstance(part, int):
+        if isinstance(part, Key | int):
             out.append(f"[{part}]")
         elif out:
             out.append(f".{part}")
@@ -63,3 +75,14 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
 
 def warnings(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.warning]
+
+
+def _path_key(path: Path) -> tuple[tuple[int, int, str], ...]:
+    # Indexes sort numerically and before names, so templates[2] comes before
+    # templates[10] and a list's entries before fields of the object holding it.
+    return tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in path)
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings in a stable order by field path (stable: equal paths keep their order)."""
+    return sorted(findings, key=lambda f: _path_key(f.path))

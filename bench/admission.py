@@ -1,0 +1,318 @@
+"""Admission benchmark: latency and throughput of the webhook's decisions.
+
+Measures, for valid and invalid Stage and RolloutManager reviews:
+
+  (a) in-process: the pure decision (``webhook.admission.review`` on a parsed body)
+      and the Flask app through its test client (JSON in/out, routing, metrics);
+  (b) over TLS: real gunicorn (``python -m webhook``, gthread, TLS 1.2+) on loopback,
+      driven by client processes whose threads each hold one kept-alive HTTPS
+      connection, as the API server does.
+
+Each is compared with a no-op handler measured in the same run (``POST /noop`` on the
+same app, enabled by ROLLGATE_WEBHOOK_BENCH_NOOP=1 for this benchmark only): same
+process model, TLS, HTTP parsing and Flask routing, but no decision. Loops are bounded
+by a request count and a time limit; traffic stays on 127.0.0.1.
+
+    .venv/bin/python bench/admission.py [--duration 5] [--clients 2] [--threads 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypedDict
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "http")]
+
+import reviews  # noqa: E402  (test builders: the same objects the HTTP tests use)
+
+import certs  # noqa: E402
+import webhook  # noqa: E402
+from webhook import admission  # noqa: E402
+from webhook.__main__ import BENCH_NOOP_ENV  # noqa: E402
+from webhook.config import WebhookConfig  # noqa: E402
+
+
+class Case(TypedDict):
+    name: str
+    path: str
+    body: dict[str, Any]
+    allowed: bool
+
+
+class Result(TypedDict):
+    case: str
+    mode: str
+    requests: int
+    seconds: float
+    rps: float
+    median_ms: float
+    p99_ms: float
+
+
+def cases() -> list[Case]:
+    return [
+        {"name": "stage-valid", "path": "/validate/stages",
+         "body": reviews.review(reviews.valid_stage()), "allowed": True},
+        {"name": "stage-invalid", "path": "/validate/stages",
+         "body": reviews.review(reviews.invalid_stage()), "allowed": False},
+        {"name": "rm-valid", "path": "/validate/rolloutmanagers",
+         "body": reviews.review(reviews.valid_rollout_manager()), "allowed": True},
+        {"name": "rm-invalid", "path": "/validate/rolloutmanagers",
+         "body": reviews.review(reviews.invalid_rollout_manager()), "allowed": False},
+    ]
+
+
+NOOP: Case = {"name": "noop", "path": "/noop",
+              "body": reviews.review(reviews.valid_stage()), "allowed": True}
+
+
+def _summary(case: str, mode: str, latencies: list[float], seconds: float) -> Result:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"case": case, "mode": mode, "requests": len(ordered), "seconds": seconds,
+            "rps": len(ordered) / seconds, "median_ms": statistics.median(ordered) * 1e3,
+            "p99_ms": p99 * 1e3}
+
+
+def _timed_loop(fn: Callable[[], Any], *, iterations: int, max_seconds: float
+                ) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    started = time.perf_counter()
+    deadline = started + max_seconds
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        latencies.append(t1 - t0)
+        if t1 > deadline:
+            break
+    return latencies, time.perf_counter() - started
+
+
+# ------------------------------------------------------------------ in-process
+
+
+def bench_in_process(*, iterations: int, max_seconds: float) -> list[Result]:
+    results: list[Result] = []
+    client = webhook.create_app(WebhookConfig(bench_noop=True)).test_client()
+    for case in [*cases(), NOOP]:
+        raw = json.dumps(case["body"]).encode()
+        if case["name"] != "noop":
+            resource = case["path"].rsplit("/", 1)[1]
+            body = case["body"]
+            outcome = admission.review(body, action="validate", resource=resource)
+            assert (outcome.body["response"]["allowed"] is case["allowed"]), case["name"]
+
+            def decide(body: dict[str, Any] = body, resource: str = resource) -> None:
+                admission.review(body, action="validate", resource=resource)
+
+            for _ in range(50):  # warm caches (compiled schemas, regexes)
+                decide()
+            lat, secs = _timed_loop(decide, iterations=iterations, max_seconds=max_seconds)
+            results.append(_summary(case["name"], "pure", lat, secs))
+
+        def via_flask(path: str = case["path"], raw: bytes = raw) -> None:
+            resp = client.post(path, data=raw, content_type="application/json")
+            assert resp.status_code == 200
+
+        for _ in range(50):
+            via_flask()
+        lat, secs = _timed_loop(via_flask, iterations=iterations, max_seconds=max_seconds)
+        results.append(_summary(case["name"], "flask", lat, secs))
+    return results
+
+
+# ------------------------------------------------------------------- over TLS
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _client_process(port: int, ca_file: str, path: str, raw: bytes, threads: int,
+                    max_requests: int, duration: float, expect: bool) -> list[float]:
+    """One client process: ``threads`` kept-alive HTTPS connections, each sending until
+    its share of ``max_requests`` is sent or ``duration`` is over."""
+    context = ssl.create_default_context(cafile=ca_file)
+    per_thread = max(1, max_requests // threads)
+    out: list[list[float]] = [[] for _ in range(threads)]
+    headers = {"Content-Type": "application/json"}
+    needle = b'"allowed":true' if expect else b'"allowed":false'
+
+    errors: list[BaseException] = []
+
+    def run(slot: list[float]) -> None:
+        try:
+            send(slot)
+        except BaseException as exc:  # surfaced below: a failed request voids the run
+            errors.append(exc)
+
+    def send(slot: list[float]) -> None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+        deadline = time.perf_counter() + duration
+        for _ in range(per_thread):
+            t0 = time.perf_counter()
+            conn.request("POST", path, body=raw, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            t1 = time.perf_counter()
+            if resp.status != 200 or needle not in data:
+                raise RuntimeError(f"unexpected answer {resp.status}: {data[:200]!r}")
+            slot.append(t1 - t0)
+            if t1 > deadline:
+                break
+        conn.close()
+
+    workers = [threading.Thread(target=run, args=(slot,)) for slot in out]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+    return [x for slot in out for x in slot]
+
+
+class Server:
+    """``python -m webhook`` with the no-op route, on a free loopback port."""
+
+    def __init__(self, *, workdir: Path, workers: int, threads: int) -> None:
+        self.paths = certs.generate(workdir / "certs")
+        self.port = _free_port()
+        env = {**os.environ, BENCH_NOOP_ENV: "1"}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        self.log = (workdir / "webhook.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{self.port}",
+             "--tls-cert-file", str(self.paths.tls_cert),
+             "--tls-key-file", str(self.paths.tls_key),
+             "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        context = ssl.create_default_context(cafile=str(self.paths.ca_cert))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context,
+                                                   timeout=2)
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("webhook did not start; see " + self.log.name)
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
+              server_workers: int, server_threads: int, rounds: int) -> list[Result]:
+    """Every case, the no-op included, runs in ``rounds`` short slices interleaved in a
+    rotating order, so background load on the shared machine hits them all alike and
+    the ratios compare like with like."""
+    plan = [NOOP, *cases()]
+    latencies: dict[str, list[float]] = {c["name"]: [] for c in plan}
+    seconds: dict[str, float] = dict.fromkeys(latencies, 0.0)
+    per_slice = duration / rounds
+    with tempfile.TemporaryDirectory(prefix="rollgate-bench-") as tmp:
+        server = Server(workdir=Path(tmp), workers=server_workers, threads=server_threads)
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(clients) as pool:
+                for rnd in range(-1, rounds):  # round -1 warms up and is not counted
+                    shift = max(rnd, 0) % len(plan)
+                    for case in plan[shift:] + plan[:shift]:
+                        raw = json.dumps(case["body"]).encode()
+                        limit = 50 if rnd < 0 else max_requests // (clients * rounds)
+                        args = (server.port, str(server.paths.ca_cert), case["path"], raw,
+                                threads, limit, 1.0 if rnd < 0 else per_slice,
+                                case["allowed"])
+                        started = time.perf_counter()
+                        parts = pool.starmap(_client_process, [args] * clients)
+                        if rnd >= 0:
+                            seconds[case["name"]] += time.perf_counter() - started
+                            latencies[case["name"]] += [x for part in parts for x in part]
+        finally:
+            server.stop()
+    return [_summary(name, "tls", latencies[name], seconds[name]) for name in latencies]
+
+
+# ---------------------------------------------------------------------- report
+
+
+def report(results: list[Result]) -> str:
+    lines = [f"{'mode':<6} {'case':<14} {'requests':>8} {'req/s':>9} {'median ms':>10} "
+             f"{'p99 ms':>8}"]
+    for r in results:
+        lines.append(f"{r['mode']:<6} {r['case']:<14} {r['requests']:>8} {r['rps']:>9.0f} "
+                     f"{r['median_ms']:>10.3f} {r['p99_ms']:>8.3f}")
+    for mode in ("flask", "tls"):
+        noops = [r["rps"] for r in results if r["mode"] == mode and r["case"] == "noop"]
+        if not noops:
+            continue
+        base = noops[0]
+        lines.append(f"\n{mode}: requests/s relative to the no-op handler ({base:.0f} req/s)")
+        for r in results:
+            if r["mode"] == mode and r["case"] != "noop":
+                lines.append(f"  {r['case']:<14} {r['rps'] / base:6.1%}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iterations", type=int, default=5000, help="in-process calls per case")
+    p.add_argument("--duration", type=float, default=10.0,
+                   help="seconds per case (max; in-process, and TLS over all rounds)")
+    p.add_argument("--requests", type=int, default=50000, help="requests per TLS case (max)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved TLS slices per case")
+    p.add_argument("--clients", type=int, default=2, help="client processes")
+    p.add_argument("--threads", type=int, default=4, help="connections per client process")
+    p.add_argument("--server-workers", type=int, default=2)
+    p.add_argument("--server-threads", type=int, default=4)
+    p.add_argument("--skip-tls", action="store_true")
+    p.add_argument("--skip-in-process", action="store_true")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = p.parse_args(argv)
+
+    results = [] if args.skip_in_process else bench_in_process(
+        iterations=args.iterations, max_seconds=args.duration)
+    if not args.skip_tls:
+        results += bench_tls(duration=args.duration, max_requests=args.requests,
+                             clients=args.clients, threads=args.threads,
+                             server_workers=args.server_workers,
+                             server_threads=args.server_threads, rounds=args.rounds)
+    print(report(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

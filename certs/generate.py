@@ -1,0 +1,207 @@
+"""CA and serving-certificate generation for the webhook.
+
+The API server reaches the webhook by its Service DNS name, tests and ``make dev``
+reach it on loopback; one serving certificate carries all of those names so the same
+files work everywhere. Keys are ECDSA P-256: small, fast to create (tests make many)
+and cheap in the TLS handshake, which matters for an endpoint on the admission path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_CERT = "ca.crt"
+CA_KEY = "ca.key"
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
+
+# Certificates are back-dated a little so a node whose clock runs slightly behind
+# does not reject a certificate made a moment ago.
+_CLOCK_SKEW = dt.timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class CertPaths:
+    """Where :func:`generate` wrote the PEM files."""
+
+    out_dir: Path
+    ca_cert: Path
+    ca_key: Path
+    tls_cert: Path
+    tls_key: Path
+
+
+def service_sans(*, service: str, namespace: str, extra_sans: Iterable[str] = ()) -> list[str]:
+    """The subject alternative names of the serving certificate, in a stable order."""
+    names = [
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        "localhost",
+        "127.0.0.1",
+        *extra_sans,
+    ]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def _general_name(name: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def build_ca(
+    *, common_name: str, days: int, now: dt.datetime | None = None
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed CA that may sign only leaf certificates (path length 0)."""
+    now = now or dt.datetime.now(dt.UTC)
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _CLOCK_SKEW)
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ski, critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def build_serving_cert(
+    *,
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    sans: list[str],
+    days: int,
+    now: dt.datetime | None = None,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A server-auth leaf for ``sans``; the first SAN is also the common name."""
+    now = now or dt.datetime.now(dt.UTC)
+    key = _new_key()
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _CLOCK_SKEW)
+        # A leaf must not outlive the CA that vouches for it.
+        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                crl_sign=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([_general_name(n) for n in sans]), critical=False
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int) -> None:
+    """Write via a temporary file and rename, so a server re-reading the file on
+    change never sees half of it; the mode is set before any byte is written."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _load_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+    cert_file, key_file = out / CA_CERT, out / CA_KEY
+    if not (cert_file.is_file() and key_file.is_file()):
+        return None
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{key_file}: expected an EC private key")
+    return cert, key
+
+
+def generate(
+    out_dir: str | os.PathLike[str],
+    *,
+    service: str = "rollgate-webhook",
+    namespace: str = "rollgate-system",
+    extra_sans: Iterable[str] = (),
+    days: int = 365,
+    reuse_ca: bool = False,
+) -> CertPaths:
+    """Write ``ca.crt ca.key tls.crt tls.key`` into ``out_dir`` and return their paths.
+
+    With ``reuse_ca`` an existing ``ca.crt``/``ca.key`` in ``out_dir`` signs the new
+    serving certificate, so rotating the leaf does not change the caBundle that the
+    webhook configurations carry. The leaf key is written before the certificate:
+    a server that reloads on the certificate's change then finds the matching key.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = CertPaths(out, out / CA_CERT, out / CA_KEY, out / TLS_CERT, out / TLS_KEY)
+    ca = _load_ca(out) if reuse_ca else None
+    if ca is None:
+        ca = build_ca(common_name=f"rollgate-ca@{service}.{namespace}", days=days)
+        write_atomic(paths.ca_key, key_pem(ca[1]), mode=0o600)
+        write_atomic(paths.ca_cert, cert_pem(ca[0]), mode=0o644)
+    sans = service_sans(service=service, namespace=namespace, extra_sans=extra_sans)
+    cert, key = build_serving_cert(ca_cert=ca[0], ca_key=ca[1], sans=sans, days=days)
+    write_atomic(paths.tls_key, key_pem(key), mode=0o600)
+    write_atomic(paths.tls_cert, cert_pem(cert), mode=0o644)
+    return paths

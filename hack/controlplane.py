@@ -1,0 +1,928 @@
+"""A real Kubernetes control plane on loopback for e2e tests and ``make dev``.
+
+Starts etcd, kube-apiserver and a minimal kube-controller-manager (garbage collection
+and namespace deletion only) from the binaries ``hack/k8s/build.sh`` builds, the way
+controller-runtime's envtest does, then installs what rollgate needs on top: the dev
+CRDs, the Namespace/ServiceAccount/RBAC objects from ``manifests/``, the webhook
+(gunicorn over TLS with certificates from ``certs``) registered with a URL client
+config, and on request the reconciler.
+
+Every child runs in its own process group and is tracked in a module-level registry,
+so ``stop()``, an ``atexit`` hook, SIGTERM/SIGHUP handlers and the kernel's
+parent-death signal all end the whole tree: a failed test or Ctrl-C leaves no etcd,
+kube-apiserver, gunicorn or reconciler behind.
+
+Identities: the admin kubeconfig carries a client certificate in ``system:masters``.
+ServiceAccount kubeconfigs carry a client certificate whose subject *is* the
+ServiceAccount (CN ``system:serviceaccount:<ns>:<name>``, O the two ServiceAccount
+groups). That authenticates exactly as the ServiceAccount to RBAC, and unlike a
+kubeconfig ``as:`` impersonation entry it is honoured by the official Python client,
+which ignores ``as:`` (so the webhook and reconciler would silently run as admin).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VERSION_FILE = REPO_ROOT / "hack" / "k8s" / "VERSION"
+SYSTEM_NAMESPACE = "rollgate-system"
+WEBHOOK_SA = "rollgate-webhook"
+RECONCILER_SA = "rollgate-reconciler"
+WEBHOOK_CONFIG_NAME = "rollgate"
+BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+# Objects the harness takes from manifests/: the identities and permissions the
+# processes run under. Deployments, Services and webhook configurations are left out
+# because the processes run on the host and the webhook is registered by URL.
+INSTALLED_KINDS = frozenset(
+    {"Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+)
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane (or a process on it) could not be started."""
+
+
+class BinariesMissing(ControlPlaneError):
+    """The Kubernetes binaries are not built; ``make k8s`` builds them."""
+
+
+# --------------------------------------------------------------------------- binaries
+
+
+@dataclass(frozen=True, slots=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kubectl: Path
+
+
+def k8s_version() -> str:
+    return VERSION_FILE.read_text().strip()
+
+
+def binaries_dir() -> Path:
+    """Where build.sh puts the binaries (or ``$ROLLGATE_K8S_BIN`` when set)."""
+    if os.environ.get("ROLLGATE_K8S_BIN"):
+        return Path(os.environ["ROLLGATE_K8S_BIN"])
+    cache = os.environ.get("ROLLGATE_K8S_CACHE") or str(Path.home() / ".cache/rollgate/k8s")
+    return Path(cache) / k8s_version()
+
+
+def find_binaries() -> Binaries:
+    directory = binaries_dir()
+    paths = {name: directory / name for name in BINARY_NAMES}
+    missing = [str(p) for p in paths.values() if not os.access(p, os.X_OK)]
+    if missing:
+        raise BinariesMissing(
+            f"Kubernetes binaries missing: {', '.join(missing)}. "
+            "Run `make k8s` (hack/k8s/build.sh) to build them, "
+            "or set ROLLGATE_K8S_BIN to a directory that holds them."
+        )
+    return Binaries(
+        etcd=paths["etcd"],
+        kube_apiserver=paths["kube-apiserver"],
+        kube_controller_manager=paths["kube-controller-manager"],
+        kubectl=paths["kubectl"],
+    )
+
+
+# --------------------------------------------------------------------------- processes
+
+_LIVE: set[ManagedProcess] = set()
+_LIVE_LOCK = threading.Lock()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: if the harness dies (even by SIGKILL), the
+    kernel sends the child SIGTERM, the last line of defence against strays."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ManagedProcess:
+    """A child process in its own process group, with its output in a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        log_path: Path,
+        url: str = "",
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        ready_check: Callable[[], bool] | None = None,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.url = url
+        self._ready_check = ready_check
+        self._stop_timeout = stop_timeout
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self._log.write(f"--- {name}: {' '.join(self.argv)}\n".encode())
+        self._log.flush()
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the whole process group (e.g. gunicorn and its workers)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """SIGTERM the group, wait, then SIGKILL whatever is left of it."""
+        timeout = self._stop_timeout if timeout is None else timeout
+        if self.alive():
+            self.kill(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+        # The leader may be gone while its children (gunicorn workers) linger.
+        self.kill(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(5)
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        with contextlib.suppress(Exception):
+            self._log.close()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Poll the readiness check until it passes; fail early if the process exits."""
+        check = self._ready_check or (lambda: _http_ok(self.url + "/readyz"))
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.alive():
+                raise ControlPlaneError(
+                    f"{self.name} exited with code {self.popen.returncode}; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if check():
+                return
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{self.name} not ready after {timeout:.0f}s; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(0.1)
+
+
+def stop_all() -> None:
+    """Stop every process the harness started, newest first (clients before servers)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in sorted(procs, key=lambda p: p.pid, reverse=True):
+        with contextlib.suppress(Exception):
+            proc.stop(timeout=5)
+
+
+atexit.register(stop_all)
+
+
+def _install_signal_handlers() -> None:
+    """Turn SIGTERM/SIGHUP into SystemExit so finally-blocks and atexit run.
+
+    SIGINT already raises KeyboardInterrupt, which pytest and hack/dev.py handle.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def _exit(signum: int, _frame: Any) -> None:
+        stop_all()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _exit)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError, ssl.SSLError):
+        return False
+
+
+# --------------------------------------------------------------------------- PKI
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _pem_key(key: Any) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _pem_cert(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@dataclass(slots=True)
+class _CA:
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @classmethod
+    def create(cls, common_name: str) -> _CA:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(_now() - datetime.timedelta(minutes=5))
+            .not_valid_after(_now() + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True, key_cert_sign=True, crl_sign=True,
+                    content_commitment=False, key_encipherment=False, data_encipherment=False,
+                    key_agreement=False, encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(key, hashes.SHA256())
+        )
+        return cls(key=key, cert=cert)
+
+    def issue(
+        self,
+        *,
+        common_name: str,
+        organizations: Iterable[str] = (),
+        sans: Iterable[str] = (),
+        server: bool = False,
+    ) -> tuple[bytes, bytes]:
+        """A leaf certificate; returns (cert PEM, key PEM)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(_now() - datetime.timedelta(minutes=5))
+            .not_valid_after(_now() + datetime.timedelta(days=30))
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+        )
+        names: list[x509.GeneralName] = []
+        for san in sans:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(san)))
+            except ValueError:
+                names.append(x509.DNSName(san))
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return _pem_cert(cert), _pem_key(key)
+
+
+# --------------------------------------------------------------------------- kubeconfig
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def write_kubeconfig(
+    path: Path, *, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str
+) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "rollgate",
+                "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": _b64(cert_pem),
+                    "client-key-data": _b64(key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": "rollgate", "context": {"cluster": "rollgate", "user": user}}],
+        "current-context": "rollgate",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+# --------------------------------------------------------------------------- the plane
+
+
+def _objects(rendered: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(rendered) if isinstance(d, dict)]
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager (+ webhook, reconcilers).
+
+    ``start()`` brings everything up; ``stop()`` (or the context manager) ends it.
+    """
+
+    work_dir: Path | None = None
+    repo_root: Path = REPO_ROOT
+    with_webhook: bool = True
+    webhook_args: Sequence[str] = ()
+    verbose: bool = False
+    kubeconfig: Path = field(init=False)
+    binaries: Binaries = field(init=False)
+    server: str = field(init=False, default="")
+    webhook_url: str = field(init=False, default="")
+    webhook: ManagedProcess | None = field(init=False, default=None)
+    timings: dict[str, float] = field(init=False, default_factory=dict)
+    _procs: list[ManagedProcess] = field(init=False, default_factory=list)
+    _owns_work_dir: bool = field(init=False, default=False)
+    _sa_kubeconfigs: dict[tuple[str, str], Path] = field(init=False, default_factory=dict)
+    _webhook_configs: list[dict[str, Any]] = field(init=False, default_factory=list)
+    _webhook_port: int = field(init=False, default=0)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __post_init__(self) -> None:
+        if self.work_dir is None:
+            self.work_dir = Path(tempfile.mkdtemp(prefix="rollgate-cp-"))
+            self._owns_work_dir = True
+        self.work_dir = Path(self.work_dir).resolve()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir = self.work_dir / "logs"
+        self.pki_dir = self.work_dir / "pki"
+        self.kubeconfig = self.work_dir / "admin.kubeconfig"
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _say(self, message: str) -> None:
+        if self.verbose:
+            print(f"[controlplane] {message}", file=sys.stderr, flush=True)
+
+    def _timed(self, label: str, started: float) -> None:
+        self.timings[label] = time.monotonic() - started
+        self._say(f"{label}: {self.timings[label]:.1f}s")
+
+    def start(self) -> ControlPlane:
+        self.binaries = find_binaries()
+        _install_signal_handlers()
+        started = time.monotonic()
+        try:
+            self._make_pki()
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._install_crds()
+            self._install_rbac()
+            if self.with_webhook:
+                self._make_webhook_certs()
+                self.start_webhook()
+                self.register_webhooks()
+        except BaseException:
+            self.print_logs_hint()
+            self.stop(remove_data=False)
+            raise
+        self._timed("total", started)
+        return self
+
+    def stop(self, *, remove_data: bool = True) -> None:
+        """Stop every process this plane started, newest first; keep the logs."""
+        for proc in reversed(self._procs):
+            proc.stop()
+        self._procs.clear()
+        self.webhook = None
+        if remove_data and self.work_dir is not None:
+            shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
+
+    def print_logs_hint(self) -> None:
+        """Where the process logs are, for a failure message."""
+        if self.logs_dir.exists():
+            paths = "\n  ".join(str(p) for p in sorted(self.logs_dir.glob("*.log")))
+            print(f"[controlplane] process logs:\n  {paths}", file=sys.stderr, flush=True)
+
+    def _spawn(self, name: str, argv: Sequence[str], **kwargs: Any) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, log_path=self.logs_dir / f"{name}.log", **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def _forget(self, proc: ManagedProcess) -> None:
+        proc.stop()
+        with contextlib.suppress(ValueError):
+            self._procs.remove(proc)
+
+    # ------------------------------------------------------------------ components
+
+    def _make_pki(self) -> None:
+        self.pki_dir.mkdir(parents=True, exist_ok=True)
+        self._ca = _CA.create("rollgate-test-ca")
+        self._ca_pem = _pem_cert(self._ca.cert)
+        (self.pki_dir / "ca.crt").write_bytes(self._ca_pem)
+        cert, key = self._ca.issue(
+            common_name="kube-apiserver",
+            sans=["127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+                  "kubernetes.default.svc", "10.0.0.1"],
+            server=True,
+        )
+        (self.pki_dir / "apiserver.crt").write_bytes(cert)
+        (self.pki_dir / "apiserver.key").write_bytes(key)
+        self._admin_cert, self._admin_key = self._ca.issue(
+            common_name="rollgate-admin", organizations=["system:masters"]
+        )
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (self.pki_dir / "sa.key").write_bytes(_pem_key(sa_key))
+        (self.pki_dir / "sa.pub").write_bytes(
+            sa_key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+
+    def _start_etcd(self) -> None:
+        started = time.monotonic()
+        client, peer = free_port(), free_port()
+        data = self.work_dir / "etcd"
+        shutil.rmtree(data, ignore_errors=True)
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        proc = self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                f"--data-dir={data}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                # Test data is thrown away: skipping fsync makes every write fast.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+            url=self.etcd_url,
+            ready_check=lambda: _http_ok(self.etcd_url + "/health"),
+        )
+        proc.wait_ready(30)
+        self._timed("etcd", started)
+
+    def _start_apiserver(self) -> None:
+        started = time.monotonic()
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        pki = self.pki_dir
+        write_kubeconfig(
+            self.kubeconfig, server=self.server, ca_pem=self._ca_pem,
+            cert_pem=self._admin_cert, key_pem=self._admin_key, user="rollgate-admin",
+        )
+        (pki / "admin.crt").write_bytes(self._admin_cert)
+        (pki / "admin.key").write_bytes(self._admin_key)
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        self._admin_ssl = ctx
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers={self.etcd_url}",
+                f"--etcd-prefix=/rollgate-{port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--allow-privileged=true",
+                # No kubelet or Pods here: admission that needs them only slows things.
+                "--disable-admission-plugins=ServiceAccount",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+                "--v=1",
+            ],
+            url=self.server,
+            ready_check=lambda: _http_ok(self.server + "/readyz", self._admin_ssl),
+            stop_timeout=15,
+        )
+        proc.wait_ready(60)
+        self._timed("kube-apiserver", started)
+
+    def _start_controller_manager(self) -> None:
+        """Only the controllers whose absence users would notice in tests: garbage
+        collection (owner references) and namespace deletion."""
+        started = time.monotonic()
+        port = free_port()
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--controllers=garbage-collector-controller,namespace-controller",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.pki_dir / 'kcm'}",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+            url=f"https://127.0.0.1:{port}",
+            ready_check=lambda: _http_ok(
+                f"https://127.0.0.1:{port}/healthz", ssl._create_unverified_context()
+            ),
+        )
+        proc.wait_ready(30)
+        self._timed("kube-controller-manager", started)
+
+    # ------------------------------------------------------------------ kubectl
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the version-matched kubectl against this plane (admin by default)."""
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        argv = [str(self.binaries.kubectl), f"--kubeconfig={kubeconfig or self.kubeconfig}",
+                *args]
+        result = subprocess.run(
+            argv, input=input, capture_output=True, text=True, env=env, timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise ControlPlaneError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stderr.strip()}\n{result.stdout.strip()}"
+            )
+        return result
+
+    def apply_objects(self, objects: Sequence[dict[str, Any]], **kwargs: Any) -> None:
+        if objects:
+            doc = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+            self.kubectl("apply", "-f", "-", input=json.dumps(doc), **kwargs)
+
+    def kustomize(self, directory: Path) -> list[dict[str, Any]]:
+        return _objects(self.kubectl("kustomize", str(directory)).stdout)
+
+    # ------------------------------------------------------------------ installs
+
+    def _install_crds(self) -> None:
+        started = time.monotonic()
+        crds = self.kustomize(self.repo_root / "manifests" / "crds")
+        self.apply_objects(crds)
+        names = [c["metadata"]["name"] for c in crds]
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     *[f"crd/{n}" for n in names])
+        # Established is not yet "served": wait until discovery lists each resource.
+        deadline = time.monotonic() + 30
+        pending = {(c["spec"]["group"], c["spec"]["names"]["plural"]) for c in crds}
+        while pending:
+            out = self.kubectl("api-resources", "-o", "name", check=False).stdout.split()
+            pending = {(g, p) for g, p in pending if f"{p}.{g}" not in out}
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"CRDs not served after 30s: {sorted(pending)}")
+            time.sleep(0.2)
+        self._timed("crds", started)
+
+    def _manifest_objects(self) -> list[dict[str, Any]]:
+        """Namespace/ServiceAccount/RBAC objects from manifests/.
+
+        Prefer the production kustomization; while parts of it are still being written,
+        fall back to whichever pieces render.
+        """
+        manifests = self.repo_root / "manifests"
+        try:
+            return self.kustomize(manifests)
+        except ControlPlaneError as err:
+            self._say(f"kubectl kustomize manifests/ failed, trying its parts: {err}")
+        objects: list[dict[str, Any]] = []
+        for part in ("webhook", "reconciler"):
+            with contextlib.suppress(ControlPlaneError):
+                objects += self.kustomize(manifests / part)
+        namespace_file = manifests / "namespace.yaml"
+        if namespace_file.exists():
+            objects += _objects(namespace_file.read_text())
+        return objects
+
+    def _install_rbac(self) -> None:
+        started = time.monotonic()
+        wanted = [o for o in self._manifest_objects() if o.get("kind") in INSTALLED_KINDS]
+        # The harness needs the namespace even before manifests/namespace.yaml exists.
+        if not any(o.get("kind") == "Namespace" for o in wanted):
+            wanted.insert(0, {"apiVersion": "v1", "kind": "Namespace",
+                              "metadata": {"name": SYSTEM_NAMESPACE}})
+        namespaces = [o for o in wanted if o["kind"] == "Namespace"]
+        self.apply_objects(namespaces)
+        self.apply_objects([o for o in wanted if o["kind"] != "Namespace"])
+        self.installed_objects = [f"{o['kind']}/{o['metadata']['name']}" for o in wanted]
+        self._timed("rbac", started)
+
+    # ------------------------------------------------------------------ identities
+
+    def serviceaccount_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig that authenticates as ServiceAccount ``namespace/name``."""
+        key = (namespace, name)
+        if key not in self._sa_kubeconfigs:
+            cert, private_key = self._ca.issue(
+                common_name=f"system:serviceaccount:{namespace}:{name}",
+                organizations=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            )
+            path = self.work_dir / "kubeconfigs" / f"{namespace}.{name}.kubeconfig"
+            self._sa_kubeconfigs[key] = write_kubeconfig(
+                path, server=self.server, ca_pem=self._ca_pem, cert_pem=cert,
+                key_pem=private_key, user=f"{namespace}.{name}",
+            )
+        return self._sa_kubeconfigs[key]
+
+    def api_client(self, *, impersonate: str | None = None) -> Any:
+        """An official kubernetes ``ApiClient``: admin, or acting as ``impersonate``.
+
+        A ServiceAccount user name gets its own certificate (exact groups); any other
+        name is impersonated from the admin with the Impersonate-User header.
+        """
+        from kubernetes import config
+
+        prefix = "system:serviceaccount:"
+        if impersonate and impersonate.startswith(prefix):
+            namespace, _, name = impersonate[len(prefix):].partition(":")
+            path = self.serviceaccount_kubeconfig(namespace, name)
+            return config.new_client_from_config(config_file=str(path))
+        client = config.new_client_from_config(config_file=str(self.kubeconfig))
+        if impersonate:
+            client.set_default_header("Impersonate-User", impersonate)
+        return client
+
+    # ------------------------------------------------------------------ webhook
+
+    def _make_webhook_certs(self) -> None:
+        import certs
+
+        self.webhook_certs = certs.generate(self.work_dir / "webhook-certs")
+        self._webhook_ca_bundle = certs.ca_bundle(self.webhook_certs.ca_cert)
+
+    def start_webhook(self) -> ManagedProcess:
+        """Start ``python -m webhook`` (gunicorn over TLS) and wait for /readyz."""
+        if self.webhook is not None and self.webhook.alive():
+            return self.webhook
+        if not hasattr(self, "webhook_certs"):
+            self._make_webhook_certs()
+        started = time.monotonic()
+        # Keep the port across restarts so the registered URL stays right.
+        self._webhook_port = self._webhook_port or free_port()
+        self.webhook_url = f"https://127.0.0.1:{self._webhook_port}"
+        ctx = ssl.create_default_context(cafile=str(self.webhook_certs.ca_cert))
+        self.webhook = self._spawn(
+            "webhook",
+            [
+                sys.executable, "-m", "webhook",
+                "--bind", f"127.0.0.1:{self._webhook_port}",
+                "--tls-cert-file", str(self.webhook_certs.tls_cert),
+                "--tls-key-file", str(self.webhook_certs.tls_key),
+                "--kubeconfig", str(self.serviceaccount_kubeconfig(SYSTEM_NAMESPACE, WEBHOOK_SA)),
+                *self.webhook_args,
+            ],
+            url=self.webhook_url,
+            env=self._python_env(),
+            cwd=self.repo_root,
+            ready_check=lambda: _http_ok(self.webhook_url + "/readyz", ctx),
+        )
+        self.webhook.wait_ready(30)
+        self._timed("webhook", started)
+        return self.webhook
+
+    def stop_webhook(self) -> None:
+        if self.webhook is not None:
+            self._forget(self.webhook)
+            self.webhook = None
+
+    def webhook_configurations(self) -> list[dict[str, Any]]:
+        """The two webhook configurations from manifests/webhook, rewritten from the
+        in-cluster Service to this host's URL with the test CA bundle."""
+        objects = self.kustomize(self.repo_root / "manifests" / "webhook")
+        configs = [
+            o for o in objects
+            if o.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        ]
+        if len(configs) != 2:
+            raise ControlPlaneError(
+                "manifests/webhook must render one MutatingWebhookConfiguration and one "
+                f"ValidatingWebhookConfiguration; found {[o.get('kind') for o in configs]}"
+            )
+        for config in configs:
+            config["metadata"].pop("annotations", None)
+            for hook in config.get("webhooks", []):
+                client = hook.get("clientConfig", {})
+                path = (client.get("service") or {}).get("path", "")
+                hook["clientConfig"] = {
+                    "url": f"{self.webhook_url}{path}",
+                    "caBundle": self._webhook_ca_bundle,
+                }
+        return configs
+
+    def register_webhooks(self, *, wait: bool = True) -> None:
+        """Apply both webhook configurations; with ``wait``, return once the API server
+        uses them (it picks up configuration changes asynchronously)."""
+        if not self._webhook_configs:
+            self._webhook_configs = self.webhook_configurations()
+        self.apply_objects(self._webhook_configs)
+        if wait:
+            self._wait_webhooks(validating=True, mutating=True)
+
+    def unregister_webhooks(
+        self, *, validating: bool = True, mutating: bool = True, wait: bool = True
+    ) -> None:
+        """Delete the webhook configurations (both, or the one asked for)."""
+        kinds = [k for k, on in (("validatingwebhookconfiguration", validating),
+                                 ("mutatingwebhookconfiguration", mutating)) if on]
+        if not kinds:
+            return
+        self.kubectl("delete", "--ignore-not-found",
+                     *[f"{k}/{WEBHOOK_CONFIG_NAME}" for k in kinds])
+        if wait:
+            self._wait_webhooks(validating=False if validating else None,
+                                mutating=False if mutating else None)
+
+    def _wait_webhooks(
+        self, *, validating: bool | None, mutating: bool | None, timeout: float = 15
+    ) -> None:
+        """Wait until server-side dry runs show each webhook (in)active as asked
+        (``None``: don't care), so a test's next request sees the state it set up.
+
+        The validating webhook is visible whether or not the webhook process runs (it
+        denies, or fails closed naming itself); the mutating one only while the process
+        runs, since it fails open silently.
+        """
+        if mutating is not None and (self.webhook is None or not self.webhook.alive()):
+            mutating = None
+        meta = {"name": "rollgate-probe", "namespace": "default"}
+        stage = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": meta}
+        probe_invalid = {**stage, "spec": {"analysis": {"templates": []}}}
+        probe_valid = {**stage, "spec": {"analysis": {"templates": [{"templateName": "p"}]}}}
+        deadline = time.monotonic() + timeout
+        while True:
+            seen_validating = seen_mutating = None
+            if validating is not None:
+                out = self.kubectl("create", "--dry-run=server", "-f", "-",
+                                   input=json.dumps(probe_invalid), check=False)
+                # Nothing but the validating webhook rejects this probe (the dev CRD has
+                # no schema): either it denies it or, with the process down, fails closed.
+                seen_validating = out.returncode != 0
+            if mutating is not None:
+                out = self.kubectl("create", "--dry-run=server", "-f", "-", "-o", "json",
+                                   input=json.dumps(probe_valid), check=False)
+                seen_mutating = out.returncode == 0 and "clusterScope" in out.stdout
+            if seen_validating == validating and seen_mutating == mutating:
+                return
+            if time.monotonic() > deadline:
+                self._say(
+                    f"webhooks not in the expected state after {timeout:.0f}s: validating "
+                    f"active={seen_validating} (want {validating}), mutating active="
+                    f"{seen_mutating} (want {mutating})"
+                )
+                return
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ reconciler
+
+    def _python_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(self.repo_root), env.get("PYTHONPATH", "")) if p
+        )
+        return env
+
+    def start_reconciler(self, *extra_args: str, name: str = "reconciler") -> ManagedProcess:
+        """Start ``python -m reconciler`` as ServiceAccount rollgate-system/rollgate-reconciler.
+
+        Not waited for: callers decide (``.wait_ready()``), since a standby replica under
+        leader election is alive but may not report ready the same way.
+        """
+        port = free_port()
+        kubeconfig = self.serviceaccount_kubeconfig(SYSTEM_NAMESPACE, RECONCILER_SA)
+        return self._spawn(
+            name,
+            [
+                sys.executable, "-m", "reconciler",
+                "--kubeconfig", str(kubeconfig),
+                "--bind-address", f"127.0.0.1:{port}",
+                *extra_args,
+            ],
+            url=f"http://127.0.0.1:{port}",
+            env=self._python_env(),
+            cwd=self.repo_root,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python hack/controlplane.py [--no-webhook]``: start, print the kubeconfig, wait."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work-dir", type=Path)
+    parser.add_argument("--no-webhook", action="store_true")
+    args = parser.parse_args(argv)
+    plane = ControlPlane(work_dir=args.work_dir, with_webhook=not args.no_webhook, verbose=True)
+    with plane:
+        print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while all(p.alive() for p in plane._procs):
+                time.sleep(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""``make dev``: a local rollgate playground on a real control plane.
+
+Brings up etcd, kube-apiserver, kube-controller-manager, the webhook (registered by
+URL) and the reconciler in ``.dev/``, applies ``examples/`` into namespace
+``rollgate-demo``, prints what to export and what to try, then streams the webhook and
+reconciler logs until Ctrl-C or SIGTERM, when everything is torn down.
+
+The reconciler is started but not required: if it is missing or crashes, the
+playground still serves admission and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import controlplane
+
+REPO = controlplane.REPO_ROOT
+DEMO_NAMESPACE = "rollgate-demo"
+
+
+def follow(path: Path, prefix: str, stop: threading.Event) -> None:
+    """Print new lines of ``path`` with ``prefix`` until ``stop`` is set."""
+    while not path.exists() and not stop.is_set():
+        time.sleep(0.2)
+    with open(path, errors="replace") as f:
+        while not stop.is_set():
+            line = f.readline()
+            if line:
+                print(f"{prefix} {line}", end="", flush=True)
+            else:
+                time.sleep(0.2)
+
+
+def apply_examples(plane: controlplane.ControlPlane) -> None:
+    plane.kubectl("create", "namespace", DEMO_NAMESPACE, check=False)
+    result = plane.kubectl(
+        "apply", "-n", DEMO_NAMESPACE, "-f", str(REPO / "examples"), check=False
+    )
+    print(result.stdout, end="")
+    if result.returncode != 0:
+        print(f"[dev] applying examples/ failed:\n{result.stderr}", file=sys.stderr)
+    elif result.stderr.strip():
+        print(result.stderr, end="", file=sys.stderr)
+
+
+def start_reconciler(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
+    try:
+        proc = plane.start_reconciler(
+            "--no-leader-elect", "--namespaces", DEMO_NAMESPACE
+        )
+        proc.wait_ready(30)
+        return proc
+    except controlplane.ControlPlaneError as err:
+        print(f"[dev] the reconciler did not start; admission still works.\n{err}",
+              file=sys.stderr)
+        return None
+
+
+def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
+    kubectl_dir = plane.binaries.kubectl.parent
+    ns = DEMO_NAMESPACE
+    examples = REPO / "examples"
+    rel = examples.relative_to(Path.cwd()) if examples.is_relative_to(Path.cwd()) else examples
+    lines = [
+        "",
+        "rollgate dev control plane is up "
+        f"(started in {plane.timings.get('total', 0):.1f}s; logs in {plane.logs_dir}).",
+        f"reconciler: {'running' if reconciler_ok else 'NOT running (see above)'}",
+        "",
+        "In another shell:",
+        f"  export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}",
+        f"  export PATH={shlex.quote(str(kubectl_dir))}:$PATH   # kubectl matching the server",
+        "",
+        "Try:",
+        f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
+        f"  kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml   # denied, every path",
+        f"  kubectl apply -n {ns} -f {rel}/defaulting/                   # defaulted + warnings",
+        f"  kubectl get -n {ns} rolloutmanager defaulted -o yaml          # sha256 lowercased",
+        f"  kubectl get -n {ns} stages,analysisruns",
+        f"  kubectl get -n {ns} configmap argo-rollouts-config -o yaml",
+        "",
+        "Ctrl-C stops everything.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work-dir", type=Path, default=REPO / ".dev")
+    parser.add_argument("--no-reconciler", action="store_true")
+    args = parser.parse_args(argv)
+
+    plane = controlplane.ControlPlane(work_dir=args.work_dir, verbose=True)
+    stop = threading.Event()
+    try:
+        plane.start()
+        reconciler = None if args.no_reconciler else start_reconciler(plane)
+        apply_examples(plane)
+        print(banner(plane, reconciler is not None), flush=True)
+        followed = [("[webhook]", plane.logs_dir / "webhook.log")]
+        if reconciler is not None:
+            followed.append(("[reconciler]", reconciler.log_path))
+        for prefix, path in followed:
+            threading.Thread(target=follow, args=(path, prefix, stop), daemon=True).start()
+        core = [p for p in plane._procs if p is not reconciler]
+        while True:
+            dead = [p for p in core if not p.alive()]
+            if dead:
+                print(f"[dev] {dead[0].name} exited; see {dead[0].log_path}", file=sys.stderr)
+                return 1
+            if reconciler is not None and not reconciler.alive():
+                print(f"[dev] the reconciler exited; see {reconciler.log_path}",
+                      file=sys.stderr)
+                reconciler = None
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("\n[dev] stopping", file=sys.stderr)
+        return 0
+    except controlplane.ControlPlaneError as err:
+        print(f"[dev] {err}", file=sys.stderr)
+        return 1
+    finally:
+        stop.set()
+        plane.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

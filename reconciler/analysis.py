@@ -1,0 +1,368 @@
+"""Build the AnalysisRun for a Stage's verification: a pure function of the Stage,
+the templates it references (through ``lookup``) and the freight.
+
+Pure so that the rules (DESIGN.md "The run", "Builder", "Shortening") are tested
+without an API server and so the same inputs always give the same run — which is what
+makes creating it by a deterministic name safe across reconciler crashes.
+
+Templates are handled as plain JSON: every field of a template's spec that the merge
+does not know about is copied into the run unchanged, so a metric provider added to
+Argo Rollouts next year survives without a rollgate release.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import schemas
+from schemas.constants import (
+    ANNOTATION_FREIGHT,
+    KIND_ANALYSIS_TEMPLATE,
+    KIND_CLUSTER_ANALYSIS_TEMPLATE,
+    LABEL_ATTEMPT,
+    LABEL_FREIGHT_COLLECTION,
+    LABEL_MANAGED_BY,
+    LABEL_STAGE,
+    MANAGED_BY,
+)
+
+Obj = dict[str, Any]
+# lookup(kind, namespace, name) -> template or None; namespace "" for cluster scope.
+Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
+
+MAX_NAME = 253
+MAX_LABEL_VALUE = 63
+HASH_LEN = 10
+# Spec fields the merge combines; everything else is copied as it is.
+MERGED_FIELDS = frozenset({"metrics", "args", "dryRun", "measurementRetention", "templates"})
+
+
+class AnalysisBuildError(ValueError):
+    """The run cannot be built; the message says what to fix and where.
+
+    A user error, final until the Stage or a template changes (unlike an API error
+    raised by ``lookup``, which passes through unchanged so it can be retried).
+    """
+
+
+class TemplateNotFound(AnalysisBuildError):
+    def __init__(self, message: str, *, kind: str, namespace: str, name: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+
+
+# ---------------------------------------------------------------- names and labels
+
+
+def short_hash(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:HASH_LEN]
+
+
+def freight_collection_id(names: Iterable[str]) -> str:
+    """Hex SHA-1 of the sorted freight names joined by newlines (DESIGN.md)."""
+    return hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
+
+
+def freight_annotation(names: Iterable[str]) -> str:
+    return ",".join(sorted(names))
+
+
+def shorten(value: str, limit: int) -> str:
+    """``value`` if it fits, else a prefix + ``-`` + 10 hex of its sha256 (``limit`` long).
+
+    Trailing ``.``/``-`` of the prefix are dropped so the result stays a valid DNS
+    name or label value.
+    """
+    if len(value) <= limit:
+        return value
+    prefix = value[: limit - HASH_LEN - 1].rstrip(".-_")
+    return f"{prefix}-{short_hash(value)}"
+
+
+def run_name(stage_name: str, collection: str, attempt: int) -> str:
+    """``<stage>.<collection[:7]>.<attempt>``, the stage part shortened to fit 253."""
+    suffix = f".{collection[:7]}.{attempt}"
+    if len(stage_name) + len(suffix) <= MAX_NAME:
+        return stage_name + suffix
+    return shorten(stage_name, MAX_NAME - len(suffix)) + suffix
+
+
+def label_value(value: str) -> str:
+    """A label value that fits 63 characters (52 + ``-`` + 10 hex when shortened)."""
+    return shorten(value, MAX_LABEL_VALUE)
+
+
+# ---------------------------------------------------------------- template graph
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateId:
+    kind: str
+    namespace: str  # "" for ClusterAnalysisTemplate
+    name: str
+
+    @property
+    def cluster(self) -> bool:
+        return self.kind == KIND_CLUSTER_ANALYSIS_TEMPLATE
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name!r}" if self.cluster else (
+            f"{self.kind} {self.namespace}/{self.name}"
+        )
+
+
+def _template_id(name: str, cluster: bool, namespace: str) -> TemplateId:
+    if cluster:
+        return TemplateId(KIND_CLUSTER_ANALYSIS_TEMPLATE, "", name)
+    return TemplateId(KIND_ANALYSIS_TEMPLATE, namespace, name)
+
+
+def _nested_refs(template: Mapping[str, Any], namespace: str) -> list[TemplateId]:
+    refs = []
+    for entry in (template.get("spec") or {}).get("templates") or []:
+        if isinstance(entry, dict) and entry.get("templateName"):
+            refs.append(_template_id(entry["templateName"], entry.get("clusterScope") is True,
+                                     namespace))
+    return refs
+
+
+def resolve_templates(
+    roots: Sequence[TemplateId], lookup: Lookup, *, namespace: str, where: str
+) -> list[tuple[TemplateId, Mapping[str, Any]]]:
+    """Visit templates depth-first (a template before those it nests), each once.
+
+    A template reached again on a different path (a diamond) is simply skipped; one
+    reached again on the current path is a cycle. Namespaced templates then come
+    before cluster ones, keeping visiting order within each group.
+    """
+    visited: dict[TemplateId, Mapping[str, Any]] = {}
+    order: list[TemplateId] = []
+
+    def visit(tid: TemplateId, path: list[TemplateId], referrer: str) -> None:
+        if tid in path:
+            cycle = " -> ".join(str(t) for t in [*path[path.index(tid):], tid])
+            raise AnalysisBuildError(f"template references form a cycle: {cycle}")
+        if tid in visited:
+            return
+        template = lookup(tid.kind, tid.namespace, tid.name)
+        if template is None:
+            raise TemplateNotFound(
+                f"{tid} not found (referenced by {referrer})",
+                kind=tid.kind, namespace=tid.namespace, name=tid.name,
+            )
+        visited[tid] = template
+        order.append(tid)
+        for child in _nested_refs(template, namespace):
+            visit(child, [*path, tid], f"spec.templates of {tid}")
+
+    for root in roots:
+        visit(root, [], where)
+    ordered = [t for t in order if not t.cluster] + [t for t in order if t.cluster]
+    return [(t, visited[t]) for t in ordered]
+
+
+# ---------------------------------------------------------------- merging
+
+
+def _merge_named(
+    field: str, key: str, sources: Sequence[tuple[TemplateId, Mapping[str, Any]]]
+) -> list[Any]:
+    """Concatenate list ``field`` of every template; a repeated ``key`` is an error."""
+    out: list[Any] = []
+    owner: dict[Any, TemplateId] = {}
+    for tid, template in sources:
+        for entry in (template.get("spec") or {}).get(field) or []:
+            name = entry.get(key) if isinstance(entry, dict) else None
+            if name is not None and name in owner:
+                first = owner[name]
+                where = f"both {first} and {tid}" if first != tid else f"{tid} twice"
+                raise AnalysisBuildError(
+                    f"{field}: {key} {name!r} is defined by {where}; "
+                    f"{key}s must be unique across the templates of a run"
+                )
+            if name is not None:
+                owner[name] = tid
+            out.append(copy.deepcopy(entry))
+    return out
+
+
+def _has_value(arg: Mapping[str, Any]) -> bool:
+    return arg.get("value") is not None or arg.get("valueFrom") is not None
+
+
+def _merge_template_args(
+    sources: Sequence[tuple[TemplateId, Mapping[str, Any]]],
+) -> tuple[dict[str, Obj], dict[str, TemplateId]]:
+    """Template args by name; the same name with two different values is an error."""
+    args: dict[str, Obj] = {}
+    declared_by: dict[str, TemplateId] = {}
+    for tid, template in sources:
+        for arg in (template.get("spec") or {}).get("args") or []:
+            if not isinstance(arg, dict) or not arg.get("name"):
+                continue
+            name = arg["name"]
+            if name not in args:
+                args[name] = copy.deepcopy(arg)
+                declared_by[name] = tid
+                continue
+            current = args[name]
+            if _has_value(arg) and _has_value(current):
+                if (arg.get("value"), arg.get("valueFrom")) != (
+                    current.get("value"), current.get("valueFrom")
+                ):
+                    raise AnalysisBuildError(
+                        f"arg {name!r} has conflicting values in {declared_by[name]} and "
+                        f"{tid}; give it the same default in both or set it in the Stage"
+                    )
+            elif _has_value(arg):
+                # A declaration without a default is satisfied by another's default.
+                args[name] = copy.deepcopy(arg)
+                declared_by[name] = tid
+    return args, declared_by
+
+
+def _apply_stage_args(
+    args: dict[str, Obj], stage_args: Sequence[Mapping[str, Any]]
+) -> dict[str, Obj]:
+    out = {k: copy.deepcopy(v) for k, v in args.items()}
+    for arg in stage_args:
+        name = arg["name"]
+        entry = out.setdefault(name, {"name": name})  # undeclared: passed through
+        entry.pop("value", None)
+        entry.pop("valueFrom", None)
+        if arg.get("valueFrom") is not None:
+            entry["valueFrom"] = copy.deepcopy(arg["valueFrom"])
+        else:
+            entry["value"] = arg.get("value")
+    return out
+
+
+def _merge_other_fields(sources: Sequence[tuple[TemplateId, Mapping[str, Any]]]) -> Obj:
+    out: Obj = {}
+    owner: dict[str, TemplateId] = {}
+    for tid, template in sources:
+        for field, value in (template.get("spec") or {}).items():
+            if field in MERGED_FIELDS:
+                continue
+            if field in out and out[field] != value:
+                raise AnalysisBuildError(
+                    f"spec.{field} differs between {owner[field]} and {tid}; a run can "
+                    "have only one value: make them equal or remove it from one template"
+                )
+            if field not in out:
+                out[field] = copy.deepcopy(value)
+                owner[field] = tid
+    return out
+
+
+# ---------------------------------------------------------------- the run
+
+
+def check_stanza(stage: Mapping[str, Any]) -> schemas.AnalysisSpec:
+    """The normalized stanza; AnalysisBuildError naming every invalid field."""
+    problems = schemas.errors(schemas.check_stage(stage))
+    if problems:
+        raise AnalysisBuildError(
+            "invalid analysis stanza: " + "; ".join(f"{f.field}: {f.message}" for f in problems)
+        )
+    spec = schemas.normalize_analysis(stage)
+    if spec is None:
+        raise AnalysisBuildError("the Stage has no spec.analysis or spec.verification stanza")
+    return spec
+
+
+def build_analysis_run(
+    stage: Mapping[str, Any],
+    lookup: Lookup,
+    *,
+    freight: Sequence[str],
+    attempt: int = 1,
+) -> Obj:
+    """The AnalysisRun for verifying ``freight`` in ``stage`` (attempt ``attempt``).
+
+    Raises AnalysisBuildError (TemplateNotFound for a missing template) for anything
+    the user must fix; exceptions from ``lookup`` pass through unchanged.
+    """
+    meta = stage.get("metadata") or {}
+    stage_name: str = meta.get("name") or ""
+    namespace: str = meta.get("namespace") or ""
+    if not freight:
+        raise AnalysisBuildError("no freight to verify")
+    if attempt < 1:
+        raise AnalysisBuildError(f"attempt must be at least 1, got {attempt}")
+    spec = check_stanza(stage)
+    stanza_path = f"spec.{spec['spelling']}"
+    list_field = "templates" if spec["spelling"] == "analysis" else "analysisTemplates"
+
+    roots = [_template_id(t["name"], t["clusterScope"], namespace) for t in spec["templates"]]
+    sources = resolve_templates(
+        roots, lookup, namespace=namespace, where=f"{stanza_path}.{list_field} of the Stage"
+    )
+
+    run_spec = _merge_other_fields(sources)
+    template_args, declared_by = _merge_template_args(sources)
+    args = _apply_stage_args(template_args, spec["args"])
+    for name, arg in args.items():
+        if not _has_value(arg):
+            raise AnalysisBuildError(
+                f"arg {name!r} declared by {declared_by[name]} has no value: set it in "
+                f"{stanza_path}.args of the Stage (value or valueFrom), or give it a "
+                "default in the template"
+            )
+    if args:
+        run_spec["args"] = list(args.values())
+    run_spec["metrics"] = _merge_named("metrics", "name", sources)
+    for field in ("dryRun", "measurementRetention"):
+        entries = _merge_named(field, "metricName", sources)
+        if entries:
+            run_spec[field] = entries
+
+    collection = freight_collection_id(freight)
+    labels: dict[str, str] = dict(spec["analysisRunMetadata"]["labels"])
+    annotations: dict[str, str] = dict(spec["analysisRunMetadata"]["annotations"])
+    for key, value in (
+        (LABEL_STAGE, stage_name),
+        (LABEL_FREIGHT_COLLECTION, collection),
+        (LABEL_ATTEMPT, str(attempt)),
+        (LABEL_MANAGED_BY, MANAGED_BY),
+    ):
+        labels[key] = label_value(value)
+        if labels[key] != value:
+            annotations[key] = value  # the full value, for humans and for adoption
+    annotations[ANNOTATION_FREIGHT] = freight_annotation(freight)
+
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisRun",
+        "metadata": {
+            "name": run_name(stage_name, collection, attempt),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": stage.get("apiVersion") or "kargo.akuity.io/v1alpha1",
+                "kind": stage.get("kind") or "Stage",
+                "name": stage_name,
+                "uid": meta.get("uid") or "",
+                "controller": True,
+                "blockOwnerDeletion": False,
+            }],
+        },
+        "spec": run_spec,
+    }
+
+
+def run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
+    """The labels rollgate puts on a run (what adoption compares)."""
+    return {
+        LABEL_STAGE: label_value(stage_name),
+        LABEL_FREIGHT_COLLECTION: freight_collection_id(freight),
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_MANAGED_BY: MANAGED_BY,
+    }

@@ -1,0 +1,89 @@
+"""Command line of ``python -m reconciler`` (flags fixed by the shared contract)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from . import controllers
+from .runtime import logs
+from .runtime.kube import load_api_client
+from .runtime.manager import Manager
+
+log = logging.getLogger("reconciler")
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m reconciler",
+        description="rollgate reconciler: Stage verification and RolloutManager plugins",
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    p.add_argument("--bind-address", type=_host_port, default=("0.0.0.0", 8080),
+                   help="HOST:PORT for /healthz, /readyz and /metrics (default 0.0.0.0:8080)")
+    p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                   help="only the holder of the Lease reconciles (default on)")
+    p.add_argument("--leader-election-namespace",
+                   default=os.environ.get("POD_NAMESPACE") or "rollgate-system")
+    p.add_argument("--leader-election-id", default="rollgate-reconciler")
+    p.add_argument("--lease-duration", type=float, default=15.0, help="seconds (default 15)")
+    p.add_argument("--identity", default=f"{socket.gethostname()}_{os.getpid()}")
+    p.add_argument("--controllers", type=_csv, default=list(controllers.DEFAULT),
+                   help="comma list (default: " + ",".join(controllers.DEFAULT) + ")")
+    p.add_argument("--namespaces", type=_csv, default=[],
+                   help="comma list of namespaces to watch (default: all)")
+    p.add_argument("--workers", type=int, default=4, help="worker threads per controller")
+    p.add_argument("--resync-period", type=float, default=300.0, help="seconds (default 300)")
+    p.add_argument("--rollouts-deployment", default="argo-rollouts")
+    p.add_argument("--allow-http-plugins", action="store_true")
+    p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.setup(args.log_level)
+    selected = []
+    for name in args.controllers:
+        try:
+            selected.append(controllers.load(name))
+        except controllers.UnknownController as exc:
+            log.error("%s", exc)
+            return 2
+        except Exception:
+            # One broken controller must not take the other down with it.
+            log.exception("controller %s could not be loaded; it will not run", name)
+    if not selected:
+        log.error("no controller could be started")
+        return 1
+    options = dict(vars(args))
+    pool = 8 + len(selected) * (args.workers + 8)
+    api = load_api_client(args.kubeconfig, pool_size=pool)
+    manager = Manager(api=api, controllers=selected, options=options)
+    manager.install_signal_handlers()
+    host, port = args.bind_address
+    manager.start_health(host, port)
+    log.info(
+        "starting", extra={"controllers": ",".join(c.name for c in selected),
+                           "identity": manager.identity, "bind": f"{host}:{port}"},
+    )
+    return manager.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,499 @@
+"""RolloutManager plugins controller: ``spec.plugins`` -> ``argo-rollouts-config``.
+
+Work is per namespace, because the ConfigMap and the Argo Rollouts Deployment are per
+namespace: the oldest RolloutManager there (creationTimestamp, then name) owns the two
+plugin keys; the others only get a ``PluginsSynced=False`` condition naming the owner.
+
+Writes are minimal on purpose. The ConfigMap is written with server-side apply of only
+the two keys (field manager ``rollgate``, force), so every other key, label and
+annotation stays whatever its owners made it, and a write happens only when the live
+content differs from the rendered one: an unrelated RolloutManager change moves no
+resourceVersion. The Argo Rollouts Deployment is touched only through its pod-template
+annotation ``rollgate.dev/plugins-checksum`` and only when the rendered content changed,
+so it rolls one pod at a time and an unchanged plugin set never restarts it.
+
+Decisions are made from the cache, and re-made from a fresh GET before any write, so a
+stale cache costs one read instead of a duplicate write or a duplicate Warning event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.conditions import set_condition
+from reconciler.plugins import (
+    CONFIG_MAP_NAME,
+    MANAGED_KEYS,
+    METRIC_KEY,
+    TRAFFIC_KEY,
+    InvalidPluginSpec,
+    checksum,
+    keys_owned_by,
+    managed_values,
+    parse_entries,
+    render_plugin_config,
+    unlisted_entries,
+)
+from reconciler.runtime.rest import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    Rest,
+    is_conflict,
+)
+from reconciler.runtime.types import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    ROLLOUT_MANAGER,
+    Context,
+    Key,
+    Obj,
+    Resource,
+    object_key,
+)
+from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
+
+log = logging.getLogger("reconciler.rollout_plugins")
+
+FIELD_MANAGER = "rollgate"
+CONDITION = "PluginsSynced"
+DEFAULT_DEPLOYMENT = "argo-rollouts"
+# The checksum of "no plugins": a Deployment without the annotation has loaded none,
+# so it must not be restarted just to record that nothing is configured.
+EMPTY_CHECKSUM = checksum({})
+
+
+# --- pure helpers ------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
+
+
+def owner_of(rollout_managers: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The RolloutManager that owns the namespace's plugin keys: the oldest one.
+
+    RFC 3339 timestamps in UTC ("...Z") sort lexically in time order; the name breaks
+    ties (same-second creations), so every replica and every run agrees on the owner.
+    RolloutManagers being deleted are out of the running, so ownership moves on at once.
+    """
+    live = [rm for rm in rollout_managers if not is_deleting(rm)]
+    if not live:
+        return None
+    return min(
+        live, key=lambda rm: (_meta(rm).get("creationTimestamp") or "", _meta(rm).get("name"))
+    )
+
+
+def pod_template_checksum(deployment: Mapping[str, Any] | None) -> str:
+    annotations = (
+        ((deployment or {}).get("spec") or {}).get("template", {}).get("metadata") or {}
+    ).get("annotations") or {}
+    return annotations.get(ANNOTATION_PLUGINS_CHECKSUM) or EMPTY_CHECKSUM
+
+
+def in_sync(config_map: Mapping[str, Any] | None, data: Mapping[str, str]) -> bool:
+    """True when the ConfigMap already holds exactly ``data`` in the managed keys.
+
+    Ownership counts too: a key with the right value that rollgate does not own would
+    survive a later apply that drops it, so taking it over is still a pending write.
+    No ConfigMap and nothing to write is in sync (no empty ConfigMap gets created).
+    """
+    if config_map is None:
+        return not data
+    return managed_values(config_map) == dict(data) and set(data) <= keys_owned_by(
+        config_map, FIELD_MANAGER
+    )
+
+
+def apply_body(namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
+    """The server-side apply configuration: identity plus only the keys rollgate owns."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIG_MAP_NAME, "namespace": namespace},
+    }
+    if data:
+        body["data"] = dict(data)
+    return body
+
+
+def removal_patch(config_map: Mapping[str, Any], keys: Iterable[str]) -> list[dict[str, Any]]:
+    """JSON patch removing ``keys``, guarded by a test of the value rollgate decided on.
+
+    Needed when another manager co-owns a key that the spec no longer lists: apply only
+    gives up rollgate's claim, and RolloutManager is the source of truth for these keys.
+    """
+    data = config_map.get("data") or {}
+    ops: list[dict[str, Any]] = []
+    for key in keys:
+        if key in data:
+            ops.append({"op": "test", "path": f"/data/{key}", "value": data[key]})
+            ops.append({"op": "remove", "path": f"/data/{key}"})
+    return ops
+
+
+def describe(data: Mapping[str, str]) -> str:
+    """Human summary of rendered data, e.g. "1 traffic router plugin, 2 metric plugins"."""
+
+    def count(key: str, noun: str) -> str:
+        n = len(parse_entries(data.get(key)) or [])
+        return f"{n} {noun} plugin{'s' if n != 1 else ''}"
+
+    return f"{count(TRAFFIC_KEY, 'traffic router')}, {count(METRIC_KEY, 'metric')}"
+
+
+def namespace_terminating(exc: ApiException) -> bool:
+    """A 403 because the namespace is being deleted (cause ``NamespaceTerminating``)."""
+    if exc.status != 403:
+        return False
+    try:
+        causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
+
+
+def with_kind(obj: Mapping[str, Any], resource: Resource) -> dict[str, Any]:
+    """Objects from list responses lack apiVersion/kind; events need them."""
+    return {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
+
+
+# --- controller ------------------------------------------------------------------------
+
+
+class RolloutPluginsController:
+    """Keeps ``argo-rollouts-config`` and the Argo Rollouts Deployment in line with RMs."""
+
+    name = "rollout-plugins"
+    primary = ROLLOUT_MANAGER
+    watches = (ROLLOUT_MANAGER, CONFIG_MAP, DEPLOYMENT)
+
+    def __init__(self) -> None:
+        # map_event has no Context: the cache and the Deployment name are remembered
+        # from the first reconcile (or resync) so that ConfigMap and Deployment events
+        # map to the namespace's owner, and other Deployments map to nothing.
+        self._cache: Any = None
+        self._deployment: str | None = None
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- event mapping ----------------------------------------------------------------
+
+    def map_event(self, resource: Resource, obj: Obj) -> Iterable[Key]:
+        meta = _meta(obj)
+        namespace = meta.get("namespace") or ""
+        name = meta.get("name") or ""
+        if resource == CONFIG_MAP and name != CONFIG_MAP_NAME:
+            return []
+        if resource == DEPLOYMENT and self._deployment not in (None, name):
+            return []
+        rms = self._rms(namespace)
+        if resource == ROLLOUT_MANAGER:
+            # Every RM of the namespace: a create or delete can move ownership, and the
+            # RM's own key covers the last one going (reconcile then releases the keys).
+            return sorted({Key(namespace, name)} | {object_key(rm) for rm in rms})
+        owner = owner_of(rms)
+        if owner is not None:
+            return [object_key(owner)]
+        if resource == CONFIG_MAP and keys_owned_by(obj, FIELD_MANAGER):
+            # No RolloutManager left but rollgate still owns keys here: any key of the
+            # namespace makes reconcile release them.
+            return [Key(namespace, CONFIG_MAP_NAME)]
+        return []
+
+    def resync_keys(self, cache: Any) -> Iterable[Key]:
+        """Namespaces where rollgate still owns keys but no RolloutManager is left.
+
+        The runtime resyncs primaries only; without this a release missed while the
+        reconciler was down would never be retried.
+        """
+        self._cache = cache
+        keys: list[Key] = []
+        for cm in cache.list(CONFIG_MAP):
+            meta = _meta(cm)
+            namespace = meta.get("namespace") or ""
+            if (
+                meta.get("name") == CONFIG_MAP_NAME
+                and keys_owned_by(cm, FIELD_MANAGER)
+                and owner_of(cache.list(ROLLOUT_MANAGER, namespace)) is None
+            ):
+                keys.append(Key(namespace, CONFIG_MAP_NAME))
+        return keys
+
+    def _rms(self, namespace: str) -> list[Obj]:
+        if self._cache is None:
+            return []
+        try:
+            return self._cache.list(ROLLOUT_MANAGER, namespace)
+        except KeyError:
+            return []
+
+    # -- reconcile --------------------------------------------------------------------
+
+    def reconcile(self, key: Key, ctx: Context) -> None:
+        """Reconcile the namespace of ``key``.
+
+        Any key of a namespace syncs that namespace's owner, so a ConfigMap or Deployment
+        event needs no RM name; a per-namespace lock keeps two workers from writing the
+        same ConfigMap (and emitting the same event) at once.
+        """
+        self._cache = ctx.cache
+        self._deployment = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
+        with self._lock_for(key.namespace):
+            try:
+                self._reconcile(key, ctx, Rest(ctx.api))
+            except ApiException as exc:
+                if not namespace_terminating(exc):
+                    raise
+                # The namespace is going away with everything in it; retrying a write
+                # there only fills the log until the RolloutManager's delete arrives.
+                log.debug("namespace terminating, nothing to do", extra={"key": str(key)})
+
+    def _lock_for(self, namespace: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(namespace, threading.Lock())
+
+    def _reconcile(self, key: Key, ctx: Context, rest: Rest) -> None:
+        owner = owner_of(ctx.cache.list(ROLLOUT_MANAGER, key.namespace))
+        if owner is None:
+            self._release(key.namespace, ctx, rest)
+            return
+        owner = with_kind(owner, ROLLOUT_MANAGER)
+        owner_name = _meta(owner).get("name")
+        rm = ctx.cache.get(ROLLOUT_MANAGER, key.namespace, key.name)
+        if rm is not None and not is_deleting(rm) and key.name != owner_name:
+            self._set_condition(
+                with_kind(rm, ROLLOUT_MANAGER), ctx, rest,
+                status="False",
+                reason="NotOwner",
+                message=(
+                    f'RolloutManager "{owner_name}" is the oldest in namespace '
+                    f'"{key.namespace}" and owns the plugin configuration; the plugins of '
+                    "this one are not synced"
+                ),
+                event_type="Warning",
+            )
+            return
+        self._sync(owner, ctx, rest)
+
+    def _sync(self, rm: Obj, ctx: Context, rest: Rest) -> None:
+        namespace = _meta(rm).get("namespace") or ""
+        try:
+            data, digest = render_plugin_config(
+                rm, allow_http_plugins=bool(ctx.options.get("allow_http_plugins"))
+            )
+        except InvalidPluginSpec as err:
+            self._set_condition(
+                rm, ctx, rest,
+                status="False",
+                reason="InvalidSpec",
+                message=(
+                    f"spec.plugins is invalid; ConfigMap {CONFIG_MAP_NAME} was not changed: "
+                    + "; ".join(str(f) for f in err.findings)
+                ),
+                event_type="Warning",
+            )
+            return
+
+        self._write_config_map(rm, namespace, data, ctx, rest)
+        rollout_note = self._restart_rollouts(rm, namespace, digest, ctx, rest)
+        self._set_condition(
+            rm, ctx, rest,
+            status="True",
+            reason="Synced",
+            message=(
+                f"ConfigMap {CONFIG_MAP_NAME} holds {describe(data)} "
+                f"(checksum {digest[:12]}); {rollout_note}"
+            ),
+        )
+
+    def _write_config_map(
+        self, rm: Obj, namespace: str, data: dict[str, str], ctx: Context, rest: Rest
+    ) -> None:
+        if in_sync(ctx.cache.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME), data):
+            return
+        live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
+        if in_sync(live, data):
+            return  # the cache was behind
+        # Entries rollgate did not write itself are someone's hand-made configuration;
+        # entries in keys rollgate owns were its own (a plugin removed from the spec).
+        foreign = [k for k in MANAGED_KEYS if k not in keys_owned_by(live, FIELD_MANAGER)]
+        dropped = unlisted_entries(managed_values(live), data, keys=foreign)
+        result = rest.patch(
+            CONFIG_MAP, namespace, CONFIG_MAP_NAME, apply_body(namespace, data),
+            content_type=APPLY_PATCH, field_manager=FIELD_MANAGER, force=True,
+        )
+        leftover = [k for k in MANAGED_KEYS if k not in data and k in managed_values(result)]
+        if leftover:
+            rest.patch(
+                CONFIG_MAP, namespace, CONFIG_MAP_NAME, removal_patch(result, leftover),
+                content_type=JSON_PATCH, field_manager=FIELD_MANAGER,
+            )
+        log.info(
+            "plugins written",
+            extra={"namespace": namespace, "configmap": CONFIG_MAP_NAME, "dropped": dropped},
+        )
+        if dropped:
+            ctx.events.emit(
+                rm, type="Warning", reason="PluginEntriesDropped",
+                message=(
+                    f"ConfigMap {CONFIG_MAP_NAME} had plugin entries this RolloutManager does "
+                    f"not list; they were replaced: {', '.join(dropped)}"
+                ),
+            )
+        ctx.events.emit(
+            rm, type="Normal", reason="PluginsSynced",
+            message=f"ConfigMap {CONFIG_MAP_NAME} updated: {describe(data)}",
+        )
+
+    def _restart_rollouts(
+        self, rm: Obj, namespace: str, digest: str, ctx: Context, rest: Rest
+    ) -> str:
+        """Roll the Argo Rollouts Deployment when the rendered content changed.
+
+        Returns the part of the condition message about the Deployment.
+        """
+        name = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
+        cached = ctx.cache.get(DEPLOYMENT, namespace, name)
+        if cached is None:
+            return (
+                f'Deployment "{name}" not found in namespace "{namespace}": '
+                "the plugins will load when it starts"
+            )
+        if pod_template_checksum(cached) == digest:
+            return f'Deployment "{name}" runs with this plugin configuration'
+        live = rest.get(DEPLOYMENT, namespace, name)
+        if live is None:
+            return (
+                f'Deployment "{name}" not found in namespace "{namespace}": '
+                "the plugins will load when it starts"
+            )
+        if pod_template_checksum(live) != digest:
+            # A merge patch of one pod-template annotation: the Deployment's own rolling
+            # update strategy replaces pods one at a time; nothing else is touched.
+            patch = {
+                "spec": {"template": {"metadata": {"annotations": {
+                    ANNOTATION_PLUGINS_CHECKSUM: digest,
+                }}}}
+            }
+            rest.patch(
+                DEPLOYMENT, namespace, name, patch,
+                content_type=MERGE_PATCH, field_manager=FIELD_MANAGER,
+            )
+            ctx.events.emit(
+                rm, type="Normal", reason="RolloutsRestarted",
+                message=(
+                    f'plugin configuration changed: rolling restart of Deployment "{name}" '
+                    f"(checksum {digest[:12]})"
+                ),
+            )
+        return f'Deployment "{name}" rolled to load this plugin configuration'
+
+    def _release(self, namespace: str, ctx: Context, rest: Rest) -> None:
+        """No RolloutManager in the namespace: give up the keys rollgate wrote.
+
+        Only keys rollgate owns are removed (apply with no data); keys it never wrote
+        belong to whoever uses Argo Rollouts without a RolloutManager. The ConfigMap and
+        its other keys stay.
+        """
+        if not keys_owned_by(ctx.cache.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME),
+                             FIELD_MANAGER):
+            return
+        live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
+        if live is None or not keys_owned_by(live, FIELD_MANAGER):
+            return
+        body = apply_body(namespace, {})
+        # The precondition keeps a ConfigMap deleted in the meantime from being re-created.
+        body["metadata"]["resourceVersion"] = _meta(live).get("resourceVersion")
+        rest.patch(
+            CONFIG_MAP, namespace, CONFIG_MAP_NAME, body,
+            content_type=APPLY_PATCH, field_manager=FIELD_MANAGER, force=True,
+        )
+        ctx.events.emit(
+            with_kind(live, CONFIG_MAP), type="Normal", reason="PluginsRemoved",
+            message="no RolloutManager left in the namespace: rollgate's plugin keys removed",
+        )
+        name = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
+        deployment = rest.get(DEPLOYMENT, namespace, name)
+        if deployment is not None and pod_template_checksum(deployment) != EMPTY_CHECKSUM:
+            patch = {
+                "spec": {"template": {"metadata": {"annotations": {
+                    ANNOTATION_PLUGINS_CHECKSUM: EMPTY_CHECKSUM,
+                }}}}
+            }
+            rest.patch(
+                DEPLOYMENT, namespace, name, patch,
+                content_type=MERGE_PATCH, field_manager=FIELD_MANAGER,
+            )
+
+    def _set_condition(
+        self,
+        rm: Obj,
+        ctx: Context,
+        rest: Rest,
+        *,
+        status: str,
+        reason: str,
+        message: str,
+        event_type: str | None = None,
+    ) -> None:
+        """Write ``PluginsSynced`` to the status subresource when it changed.
+
+        Other conditions are kept as they are (set_condition); the resourceVersion in the
+        merge patch makes it an optimistic-concurrency write, so a concurrent status
+        change is retried rather than overwritten.
+        """
+        updated = self._patch_condition(rm, rest, status=status, reason=reason, message=message)
+        if updated and event_type:
+            ctx.events.emit(rm, type=event_type, reason=reason, message=message)
+
+    def _patch_condition(
+        self, rm: Obj, rest: Rest, *, status: str, reason: str, message: str
+    ) -> bool:
+        """Patch the condition; True when something was written.
+
+        The cached RolloutManager is often one status write behind (our own previous
+        write), so a 409 is answered once with a fresh read instead of a logged retry.
+        """
+        for attempt in range(2):
+            meta = _meta(rm)
+            current = list((rm.get("status") or {}).get("conditions") or [])
+            updated = set_condition(
+                current,
+                type=CONDITION,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=meta.get("generation"),
+                now=datetime.now(UTC),
+            )
+            if updated == current:
+                return False
+            try:
+                rest.patch(
+                    ROLLOUT_MANAGER, meta.get("namespace") or "", meta["name"],
+                    {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                     "status": {"conditions": updated}},
+                    content_type=MERGE_PATCH, subresource="status", field_manager=FIELD_MANAGER,
+                )
+                return True
+            except ApiException as exc:
+                if not is_conflict(exc) or attempt:
+                    raise
+            fresh = rest.get(ROLLOUT_MANAGER, meta.get("namespace") or "", meta["name"])
+            if fresh is None or _meta(fresh).get("uid") != meta.get("uid"):
+                return False  # deleted (or replaced) meanwhile: its own events take over
+            rm = fresh
+        return False

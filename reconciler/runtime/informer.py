@@ -1,0 +1,170 @@
+"""List+watch of one resource (in one namespace or all) into a ``Store``.
+
+The loop is the classic reflector: list (remember the list's resourceVersion), then
+watch from it with bookmarks so the resourceVersion stays fresh even when nothing we
+watch changes; when the server says 410 Gone (our resourceVersion was compacted away)
+list again and diff against the store so no delete is missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+
+from kubernetes.client.exceptions import ApiException
+
+from .backoff import backoff_delay
+from .cache import Store
+from .rest import Rest
+from .types import Obj, Resource
+
+log = logging.getLogger("reconciler.informer")
+
+# (event type "ADDED"/"MODIFIED"/"DELETED", object) -> None
+Handler = Callable[[str, Obj], None]
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old; a fresh list is needed."""
+
+
+class Informer:
+    def __init__(
+        self,
+        *,
+        rest: Rest,
+        resource: Resource,
+        namespace: str | None,
+        store: Store,
+        handler: Handler,
+        stop: threading.Event,
+        on_restart: Callable[[str], None] = lambda reason: None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.rest = rest
+        self.resource = resource
+        self.namespace = namespace
+        self.store = store
+        self.handler = handler
+        self.stop = stop
+        self.on_restart = on_restart
+        self.watch_timeout = watch_timeout
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self._thread: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        scope = self.namespace or "*"
+        return f"{self.resource.plural}.{self.resource.group or 'core'}/{scope}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer {self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        failures = 0
+        need_list = True
+        while not self.stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+                failures = 0
+                self.on_restart("closed")  # the server ended the stream; normal
+            except Gone:
+                log.info("watch expired, re-listing", extra={"informer": self.name})
+                self.on_restart("gone")
+                need_list = True
+            except Exception as exc:
+                if self.stop.is_set():
+                    return  # shutting down: the stream was cut on purpose
+                failures += 1
+                delay = backoff_delay(failures, base=0.5, cap=30.0)
+                log.warning(
+                    "list/watch failed: %s; retrying in %.1fs", _brief(exc), delay,
+                    extra={"informer": self.name},
+                )
+                self.on_restart("error")
+                # After an error we cannot know whether events were lost in a way
+                # the resourceVersion cannot recover, except 410, which we handle
+                # on the next watch; keep the resourceVersion and just re-watch.
+                if not self.resource_version:
+                    need_list = True
+                self.stop.wait(delay)
+
+    def _list(self) -> None:
+        items: list[Obj] = []
+        cont = None
+        while True:
+            page = self.rest.list(self.resource, self.namespace, limit=500, **{"continue": cont})
+            kind = self.resource.kind
+            for item in page.get("items") or []:
+                # List items come without apiVersion/kind; watch events have them.
+                item.setdefault("apiVersion", self.resource.api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                rv = meta.get("resourceVersion", "")
+                break
+        deleted, changed = self.store.replace_scope(
+            self.namespace if self.resource.namespaced else None, items
+        )
+        self.resource_version = rv
+        self.synced.set()
+        for obj in deleted:
+            self._notify("DELETED", obj)
+        for obj in changed:
+            self._notify("ADDED", obj)
+
+    def _watch(self) -> None:
+        # A random server-side timeout spreads the re-watches of many informers.
+        timeout = int(self.watch_timeout * (0.5 + random.random() / 2))
+        try:
+            events = self.rest.watch(
+                self.resource, self.namespace,
+                resource_version=self.resource_version, timeout_seconds=timeout,
+            )
+            for event in events:
+                if self.stop.is_set():
+                    return
+                etype = event.get("type")
+                obj = event.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone
+                    raise ApiException(status=obj.get("code") or 0, reason=obj.get("message"))
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if etype == "BOOKMARK":
+                    if rv:
+                        self.resource_version = rv
+                    continue
+                if etype == "DELETED":
+                    self.store.remove(obj)
+                else:
+                    self.store.upsert(obj)
+                if rv:
+                    self.resource_version = rv
+                self._notify(etype, obj)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Gone from exc
+            raise
+
+    def _notify(self, etype: str, obj: Obj) -> None:
+        try:
+            self.handler(etype, obj)
+        except Exception:
+            # A faulty mapping must not kill the watch that every controller shares.
+            log.exception("event handler failed", extra={"informer": self.name})
+
+
+def _brief(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"

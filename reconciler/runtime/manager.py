@@ -1,0 +1,273 @@
+"""Runs controllers: shared informers, one work queue + workers per controller,
+resync, leader election, health/metrics and graceful shutdown.
+
+Start-up order matters: caches are filled before any worker runs, so a reconcile
+never mistakes "not listed yet" for "does not exist" (which for the Stage
+controller would mean cleaning up Freight verifications).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .backoff import Backoff
+from .cache import CacheView, Store
+from .events import Recorder
+from .health import HealthServer, Metrics
+from .informer import Informer
+from .leader import LeaderElector, Timings
+from .queue import ShutDown, WorkQueue
+from .rest import Rest
+from .types import Context, Controller, Key, Obj, Requeue, Resource, object_key
+
+log = logging.getLogger("reconciler")
+
+
+class ControllerRunner:
+    """One controller's queue and worker threads."""
+
+    def __init__(self, controller: Controller, *, metrics: Metrics, workers: int) -> None:
+        self.controller = controller
+        self.name = controller.name
+        self.queue = WorkQueue(backoff=Backoff(base=0.5, cap=120.0))
+        self.metrics = metrics
+        self.workers = workers
+        self._threads: list[threading.Thread] = []
+        metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
+
+    def keys_for(self, resource: Resource, obj: Obj) -> set[Key]:
+        keys = set(self.controller.map_event(resource, obj) or ())
+        if resource == self.controller.primary:
+            keys.add(object_key(obj))
+        return keys
+
+    def start(self, ctx: Context) -> None:
+        for i in range(self.workers):
+            t = threading.Thread(
+                target=self._work, args=(ctx,), name=f"{self.name}-worker-{i}", daemon=True
+            )
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float) -> None:
+        self.queue.shutdown()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _work(self, ctx: Context) -> None:
+        while True:
+            try:
+                key = self.queue.get()
+            except ShutDown:
+                return
+            if key is None:
+                continue
+            self.process(key, ctx)
+
+    def process(self, key: Key, ctx: Context) -> None:
+        where = {"controller": self.name, "key": str(key)}
+        started = time.monotonic()
+        result = "success"
+        try:
+            self.controller.reconcile(key, ctx)
+            self.queue.forget(key)
+        except Requeue as rq:
+            result = "requeue"
+            self.queue.forget(key)
+            self.queue.add_after(key, rq.after)
+            log.debug("requeue in %.1fs: %s", rq.after, rq, extra=where)
+        except Exception as exc:
+            result = "error"
+            self.metrics.errors.labels(self.name).inc()
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "reconcile failed, retrying in %.1fs: %s", delay, exc, extra=where,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+        finally:
+            self.queue.done(key)
+            self.metrics.reconciles.labels(self.name, result).inc()
+            self.metrics.duration.labels(self.name).observe(time.monotonic() - started)
+
+
+class Manager:
+    def __init__(
+        self,
+        *,
+        api: Any,
+        controllers: Sequence[Controller],
+        options: Mapping[str, Any],
+    ) -> None:
+        self.api = api
+        self.rest = Rest(api)
+        self.options = options
+        self.metrics = Metrics()
+        self.stop = threading.Event()
+        self.runners = [
+            ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
+            for c in controllers
+        ]
+        resources: list[Resource] = []
+        for c in controllers:
+            for r in (c.primary, *c.watches):
+                if r not in resources:
+                    resources.append(r)
+        self.resources = resources
+        self.stores = {r: Store(r) for r in resources}
+        self.cache = CacheView(self.stores)
+        self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
+        self.ctx = Context(
+            cache=self.cache,
+            api=api,
+            events=Recorder(self.rest, instance=self.identity),
+            options=options,
+        )
+        namespaces = list(options.get("namespaces") or [])
+        self.informers: list[Informer] = []
+        for r in resources:
+            scopes: Iterable[str | None] = namespaces if (r.namespaced and namespaces) else [None]
+            for ns in scopes:
+                self.informers.append(
+                    Informer(
+                        rest=self.rest, resource=r, namespace=ns, store=self.stores[r],
+                        handler=self._handler_for(r), stop=self.stop,
+                        on_restart=self._restart_counter(r),
+                    )
+                )
+        self.leader_elect = bool(options.get("leader_elect", True))
+        self.elector: LeaderElector | None = None
+        if self.leader_elect:
+            self.elector = LeaderElector(
+                rest=self.rest,
+                namespace=str(options.get("leader_election_namespace") or "rollgate-system"),
+                name=str(options.get("leader_election_id") or "rollgate-reconciler"),
+                identity=self.identity,
+                timings=Timings.from_lease_duration(float(options.get("lease_duration", 15))),
+                on_started_leading=self._start_controllers,
+                on_stopped_leading=self._lost_leadership,
+                stop=self.stop,
+            )
+        self._started = threading.Event()
+        self._workers_running = threading.Event()
+        self.health: HealthServer | None = None
+        self._elector_thread: threading.Thread | None = None
+
+    # -- wiring -------------------------------------------------------------------
+    def _handler_for(self, resource: Resource):
+        def handle(etype: str, obj: Obj) -> None:
+            for runner in self.runners:
+                if resource == runner.controller.primary or resource in runner.controller.watches:
+                    for key in runner.keys_for(resource, obj):
+                        runner.queue.add(key)
+        return handle
+
+    def _restart_counter(self, resource: Resource):
+        label = f"{resource.plural}.{resource.group or 'core'}"
+
+        def count(reason: str) -> None:
+            self.metrics.watch_restarts.labels(label, reason).inc()
+        return count
+
+    def ready(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.is_leader.is_set():
+            return True, "standby: not the leader"
+        waiting = [i.name for i in self.informers if not i.synced.is_set()]
+        if not self._started.is_set() or waiting:
+            return False, "caches not synced: " + ", ".join(waiting)
+        return True, "ok"
+
+    # -- lifecycle ------------------------------------------------------------------
+    def _start_controllers(self) -> None:
+        if self._started.is_set():
+            return
+        self._started.set()
+        self.metrics.leader.set(1)
+        for inf in self.informers:
+            inf.start()
+        threading.Thread(target=self._after_sync, name="start-workers", daemon=True).start()
+
+    def _after_sync(self) -> None:
+        for inf in self.informers:
+            while not inf.synced.wait(1.0):
+                if self.stop.is_set():
+                    return
+        log.info("caches synced", extra={"informers": len(self.informers)})
+        for runner in self.runners:
+            runner.start(self.ctx)
+        self._workers_running.set()
+        # Once at start: resync_keys may find leftovers (e.g. of objects deleted while
+        # no replica was running) that no watch event will ever point at.
+        self.resync()
+        period = float(self.options.get("resync_period", 300))
+        while not self.stop.wait(period):
+            self.resync()
+
+    def resync(self) -> None:
+        """Queue every primary object, plus what a controller's ``resync_keys`` adds."""
+        for runner in self.runners:
+            c = runner.controller
+            for obj in self.cache.list(c.primary):
+                runner.queue.add(object_key(obj))
+            extra = getattr(c, "resync_keys", None)
+            if extra is not None:
+                try:
+                    for key in extra(self.cache):
+                        runner.queue.add(key)
+                except Exception:
+                    log.exception("resync_keys failed", extra={"controller": runner.name})
+
+    def _lost_leadership(self) -> None:
+        # Another replica may already be acting: stop at once rather than finish
+        # in-flight work with a stale view (the process manager restarts us).
+        self.metrics.leader.set(0)
+        logging.shutdown()
+        os._exit(1)
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            self.stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def start_health(self, host: str, port: int) -> HealthServer:
+        self.health = HealthServer(host=host, port=port, metrics=self.metrics, ready=self.ready)
+        self.health.start()
+        return self.health
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT (or ``stop`` is set); return the exit code."""
+        if self.elector is not None:
+            self._elector_thread = threading.Thread(
+                target=self.elector.run, name="leader-election", daemon=True
+            )
+            self._elector_thread.start()
+        else:
+            self._start_controllers()
+        while not self.stop.wait(0.5):
+            pass
+        self.shutdown()
+        return 0
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.stop.set()
+        deadline = time.monotonic() + timeout
+        for runner in self.runners:
+            runner.stop(max(0.0, deadline - time.monotonic()))
+        # Release only after the workers stopped, so the next leader never overlaps
+        # with a reconcile still in flight here.
+        if self.elector is not None:
+            if self._elector_thread is not None:
+                self._elector_thread.join(5.0)  # no renewal racing the release
+            self.elector.release()
+        if self.health is not None:
+            self.health.stop()
+        log.info("stopped")

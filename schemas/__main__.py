@@ -1,0 +1,10 @@
+"""Entry point for ``python -m schemas`` (see ``schemas.cli``)."""
+
+from __future__ import annotations
+
+import sys
+
+from schemas.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""``check``: one entry point for any object, dispatching on its kind.
+
+Callers (webhook, CLI) hand over whatever they received; kinds rollgate does not own get
+``[]`` so that a mixed manifest file or a mis-registered webhook never denies them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.constants import KIND_ROLLOUT_MANAGER, KIND_STAGE
+from schemas.findings import Finding
+from schemas.lookups import RolloutManagerLookup, TemplateLookup
+from schemas.plugins import check_rollout_manager
+from schemas.stage import check_stage
+
+# A Stage or RolloutManager from another API group is someone else's resource.
+_GROUPS: dict[str, str] = {KIND_STAGE: "kargo.akuity.io", KIND_ROLLOUT_MANAGER: "argoproj.io"}
+
+
+def _ours(obj: dict[str, Any], kind: str) -> bool:
+    api_version = obj.get("apiVersion")
+    if not isinstance(api_version, str) or "/" not in api_version:
+        return True  # no group given (a bare test object): judge it by kind alone
+    return api_version.split("/", 1)[0] == _GROUPS[kind]
+
+
+def check(
+    obj: Any,
+    *,
+    template_lookup: TemplateLookup | None = None,
+    rollout_managers: RolloutManagerLookup | None = None,
+    allow_http_plugins: bool = False,
+) -> list[Finding]:
+    """Every finding for ``obj`` (errors and warnings), or ``[]`` for other kinds."""
+    if not isinstance(obj, dict):
+        return []
+    kind = obj.get("kind")
+    if kind == KIND_STAGE and _ours(obj, kind):
+        return check_stage(obj, template_lookup=template_lookup)
+    if kind == KIND_ROLLOUT_MANAGER and _ours(obj, kind):
+        return check_rollout_manager(
+            obj, allow_http_plugins=allow_http_plugins, rollout_managers=rollout_managers
+        )
+    return []

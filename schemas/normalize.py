@@ -1,0 +1,137 @@
+"""One normalized shape for each stanza, whatever spelling or defaults the user wrote.
+
+The reconciler builds AnalysisRuns and ConfigMap entries from these shapes, so it never
+has to know that ``spec.analysis`` and ``spec.verification`` say the same thing or that
+a sha256 may arrive padded and upper-case. Both functions assume a valid object (call
+the checks first); on garbage they skip what is not a dict/list rather than raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+from schemas.constants import KIND_CLUSTER_ANALYSIS_TEMPLATE
+
+Spelling = Literal["analysis", "verification"]
+PLUGIN_LISTS: tuple[str, str] = ("trafficManagement", "metric")
+
+
+class TemplateRef(TypedDict):
+    name: str
+    clusterScope: bool
+
+
+class AnalysisArg(TypedDict):
+    name: str
+    value: NotRequired[str]
+    valueFrom: NotRequired[dict[str, Any]]
+
+
+class RunMetadata(TypedDict):
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class AnalysisSpec(TypedDict):
+    spelling: Spelling
+    templates: list[TemplateRef]
+    args: list[AnalysisArg]
+    analysisRunMetadata: RunMetadata
+
+
+class PluginEntry(TypedDict):
+    name: str
+    location: str
+    sha256: NotRequired[str]
+
+
+class PluginsSpec(TypedDict):
+    trafficManagement: list[PluginEntry]
+    metric: list[PluginEntry]
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def stanza(stage: object) -> tuple[Spelling, dict[str, Any]] | None:
+    """The Stage's analysis stanza and its spelling; ``spec.analysis`` wins if both."""
+    spec = _dict(_dict(stage).get("spec"))
+    for spelling in ("analysis", "verification"):
+        value = spec.get(spelling)
+        if value is not None:
+            return spelling, _dict(value)  # type: ignore[return-value]
+    return None
+
+
+def _template_ref(spelling: Spelling, entry: dict[str, Any]) -> TemplateRef:
+    if spelling == "analysis":
+        return {
+            "name": entry.get("templateName"),
+            "clusterScope": entry.get("clusterScope") is True,
+        }
+    return {
+        "name": entry.get("name"),
+        "clusterScope": entry.get("kind") == KIND_CLUSTER_ANALYSIS_TEMPLATE,
+    }
+
+
+def _arg(entry: dict[str, Any]) -> AnalysisArg:
+    arg: AnalysisArg = {"name": entry.get("name")}
+    # Exactly one of the two is set in a valid stanza; null counts as absent.
+    if entry.get("valueFrom") is not None:
+        arg["valueFrom"] = entry["valueFrom"]
+    else:
+        arg["value"] = entry.get("value")
+    return arg
+
+
+def normalize_analysis(stage: object) -> AnalysisSpec | None:
+    """The Stage's analysis stanza as ``AnalysisSpec``; None when it has none."""
+    found = stanza(stage)
+    if found is None:
+        return None
+    spelling, body = found
+    list_field = "templates" if spelling == "analysis" else "analysisTemplates"
+    metadata = _dict(body.get("analysisRunMetadata"))
+    return {
+        "spelling": spelling,
+        "templates": [
+            _template_ref(spelling, entry)
+            for entry in _list(body.get(list_field))
+            if isinstance(entry, dict)
+        ],
+        "args": [_arg(entry) for entry in _list(body.get("args")) if isinstance(entry, dict)],
+        "analysisRunMetadata": {
+            "labels": dict(_dict(metadata.get("labels"))),
+            "annotations": dict(_dict(metadata.get("annotations"))),
+        },
+    }
+
+
+def normalize_sha256(value: object) -> str:
+    """sha256 as Argo Rollouts compares it: trimmed, lower-case; "" means absent."""
+    return value.strip().lower() if isinstance(value, str) else ""
+
+
+def _plugin(entry: dict[str, Any]) -> PluginEntry:
+    out: PluginEntry = {"name": entry.get("name"), "location": entry.get("location")}
+    digest = normalize_sha256(entry.get("sha256"))
+    if digest:
+        out["sha256"] = digest
+    return out
+
+
+def normalize_plugins(rm: object) -> PluginsSpec:
+    """``spec.plugins`` as two lists of ``{name, location, sha256?}``, in spec order."""
+    plugins = _dict(_dict(_dict(rm).get("spec")).get("plugins"))
+    return {
+        "trafficManagement": [
+            _plugin(e) for e in _list(plugins.get("trafficManagement")) if isinstance(e, dict)
+        ],
+        "metric": [_plugin(e) for e in _list(plugins.get("metric")) if isinstance(e, dict)],
+    }

@@ -1,0 +1,55 @@
+"""Validation ratcheting on UPDATE: an error in a value nobody changed is a warning.
+
+Objects that predate the webhook (or a rule) must stay editable and deletable, so an
+error only denies when the user touched the value it is about. Both objects are compared
+in their defaulted form: the mutating webhook may have trimmed a sha256 in ``obj`` that
+is still raw in ``old_obj``, and that is not a change the user made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from schemas.defaults import default_patch
+from schemas.findings import Finding, Path
+from schemas.pointer import apply_patch
+
+RATCHET_NOTE = "allowed because the value is unchanged from the existing object"
+_MISSING = object()
+
+
+def _resolve(obj: Any, path: Path) -> tuple[int, Any]:
+    """The value at ``path``, or at its nearest existing parent, with its depth."""
+    node = obj
+    for depth, part in enumerate(path):
+        if isinstance(part, int):
+            exists = isinstance(node, list) and 0 <= part < len(node)
+        else:
+            exists = isinstance(node, dict) and part in node
+        if not exists:
+            return depth, node
+        node = node[part]
+    return len(path), node
+
+
+def _unchanged(finding: Finding, obj: Any, old_obj: Any) -> bool:
+    return all(
+        _resolve(obj, path) == _resolve(old_obj, path) for path in finding.compare_paths
+    )
+
+
+def ratchet(findings: Iterable[Finding], *, obj: Any, old_obj: Any) -> list[Finding]:
+    """``findings`` with each error whose compared values are unchanged made a warning."""
+    findings = list(findings)
+    if old_obj is None or all(f.warning for f in findings):
+        return findings
+    obj = apply_patch(obj, default_patch(obj))
+    old_obj = apply_patch(old_obj, default_patch(old_obj))
+    return [
+        replace(f, warning=True, message=f"{f.message} ({RATCHET_NOTE})")
+        if not f.warning and _unchanged(f, obj, old_obj)
+        else f
+        for f in findings
+    ]

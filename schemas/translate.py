@@ -1,0 +1,242 @@
+"""Turn jsonschema errors into findings a person can act on.
+
+jsonschema's own messages (``'x' does not match '^...$'``, ``Additional properties are
+not allowed``) describe the schema, not the mistake. The schema files carry rollgate
+annotations instead: ``x-messages`` (failing keyword -> message), ``x-did-you-mean``
+(a known wrong field name -> the intended one) and ``x-quote`` (a string field where
+YAML's implicit typing is the usual cause of a type error). This module reads them, and
+keeps one finding per field path so that a field is never reported twice.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+
+from schemas.findings import Finding, Key, Path, PathPart
+
+# Lower wins when two keywords fail on the same field: the type is the root cause, and a
+# length complaint is more useful than a pattern complaint about the same string.
+_PRIORITY: dict[str, int] = {
+    "type": 0,
+    "required": 1,
+    "enum": 2,
+    "minItems": 3,
+    "minLength": 3,
+    "maxLength": 4,
+    "pattern": 5,
+}
+# Map-valued fields whose keys are user data (rendered ``labels[key]``, not ``.key``).
+_MAP_FIELDS = frozenset({"labels", "annotations"})
+_MAX_ECHO = 80
+
+_JSON_TYPES: dict[str, str] = {
+    "null": "null",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "a list",
+    "object": "an object",
+}
+
+
+def short(value: object, limit: int = _MAX_ECHO) -> str:
+    """Quote a user value for a message, truncated: input may be huge or hostile."""
+    if isinstance(value, list | dict):
+        # Never stringify a container: it may be megabytes of nested JSON.
+        return json_type(value)
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return json.dumps(text)
+
+
+def json_type(value: object) -> str:
+    """The JSON type name of a decoded value, as a user would read it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def keyify(path: Iterable[Any]) -> Path:
+    """Make a jsonschema path a findings path: label/annotation keys become ``Key``."""
+    out: list[PathPart] = []
+    previous: object = None
+    for part in path:
+        if previous in _MAP_FIELDS:
+            out.append(Key(str(part)))
+        elif isinstance(part, int) and not isinstance(part, bool):
+            out.append(part)
+        else:
+            out.append(str(part))
+        previous = part
+    return tuple(out)
+
+
+def _messages(schema: Mapping[str, Any]) -> Mapping[str, str]:
+    found = schema.get("x-messages")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _required_message(parent: Mapping[str, Any], prop: str) -> str:
+    # The property's own message first (schemas are compiled with $refs inlined, so it
+    # is right there), then the object's.
+    prop_schema = parent.get("properties", {}).get(prop, {})
+    for candidate in (prop_schema, parent):
+        message = _messages(candidate).get("required")
+        if message:
+            return message
+    return "required field is missing"
+
+
+def _quote_hint(value: object) -> str | None:
+    """Why a scalar is not a string, in YAML terms: the usual cause is an unquoted value."""
+    if isinstance(value, bool):
+        literal = "true" if value else "false"
+    elif isinstance(value, int | float):
+        literal = json.dumps(value)
+    else:
+        return None
+    return f'must be a string; YAML reads {literal} as {json_type(value)}, so quote it: "{literal}"'
+
+
+def _type_message(error: ValidationError) -> str:
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    messages = _messages(schema)
+    if error.instance is None and messages.get("required"):
+        return messages["required"]
+    if schema.get("x-quote"):
+        hint = _quote_hint(error.instance)
+        if hint:
+            return hint
+    if messages.get("type"):
+        return f"{messages['type']}, not {json_type(error.instance)}"
+    expected = error.validator_value
+    names = [expected] if isinstance(expected, str) else list(expected)
+    wanted = " or ".join(_JSON_TYPES.get(n, n) for n in names if n != "null") or "null"
+    return f"must be {wanted}, not {json_type(error.instance)}"
+
+
+def did_you_mean(unknown: str, known: Iterable[str], aliases: Mapping[str, str]) -> str | None:
+    """The field the user most likely meant: an explicit alias, else the closest name.
+
+    Aliases cover the mistakes difflib cannot see, chiefly mixing the two Stage
+    spellings (``name`` in ``spec.analysis`` means ``templateName``).
+    """
+    known = list(known)
+    if unknown in aliases:
+        return aliases[unknown]
+    lowered = {k.lower(): k for k in known}
+    probe = unknown[:_MAX_ECHO].lower()
+    if probe in lowered:
+        return lowered[probe]
+    for alias, target in aliases.items():
+        if alias.lower() == probe:
+            return target
+    close = difflib.get_close_matches(probe, list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
+
+
+def _unknown_fields(error: ValidationError) -> list[tuple[str, str, str | None]]:
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    known = list(schema.get("properties", {}))
+    aliases = schema.get("x-did-you-mean", {})
+    instance = error.instance if isinstance(error.instance, Mapping) else {}
+    out: list[tuple[str, str, str | None]] = []
+    for key in instance:
+        if key in known:
+            continue
+        name = str(key)
+        guess = did_you_mean(name, known, aliases)
+        if guess:
+            message = f"unknown field {short(name)}; did you mean {json.dumps(guess)}?"
+        else:
+            expected = ", ".join(json.dumps(k) for k in known)
+            message = f"unknown field {short(name)}; expected one of {expected}"
+        out.append((name, message, guess))
+    return out
+
+
+def _keyword_message(error: ValidationError) -> str:
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    keyword = str(error.validator)
+    configured = _messages(schema).get(keyword)
+    if keyword in ("pattern", "enum"):
+        what = configured or (
+            "must be one of " + ", ".join(json.dumps(v) for v in error.validator_value)
+            if keyword == "enum"
+            else "has an invalid format"
+        )
+        return f"invalid value {short(error.instance)}: {what}"
+    if configured:
+        return configured
+    if keyword in ("minItems", "minLength"):
+        return "must not be empty"
+    if keyword == "maxLength":
+        return f"must be at most {error.validator_value} characters"
+    # Not reached with rollgate's schemas; kept so a schema change degrades to a
+    # readable (if generic) message instead of an exception.
+    return error.message
+
+
+def schema_findings(validator: Draft202012Validator, instance: object) -> list[Finding]:
+    """Every schema error in ``instance`` as findings, at most one per field path."""
+    chosen: dict[Path, tuple[int, Finding]] = {}
+    # A misspelt required field is one mistake, not two: when an unknown field's
+    # did-you-mean names a missing required field, or an object has exactly one unknown
+    # and one missing field, only the unknown field (with its hint) is reported.
+    meant: set[Path] = set()
+    missing: dict[Path, None] = {}  # ordered set: one ``required`` error per missing field
+    unknown_at: dict[Path, int] = {}
+
+    def offer(path: Path, rank: int, message: str) -> None:
+        current = chosen.get(path)
+        if current is None or rank < current[0]:
+            chosen[path] = (rank, Finding(path=path, message=message))
+
+    for error in validator.iter_errors(instance):
+        base = keyify(error.absolute_path)
+        keyword = str(error.validator)
+        if keyword == "additionalProperties":
+            for name, message, guess in _unknown_fields(error):
+                offer((*base, name), 1, message)
+                unknown_at[base] = unknown_at.get(base, 0) + 1
+                if guess:
+                    meant.add((*base, guess))
+        elif keyword == "required":
+            present = error.instance if isinstance(error.instance, Mapping) else {}
+            parent = error.schema if isinstance(error.schema, Mapping) else {}
+            for prop in error.validator_value:
+                if prop not in present and (*base, prop) not in missing:
+                    offer((*base, prop), 1, _required_message(parent, prop))
+                    missing[(*base, prop)] = None
+        elif keyword == "type":
+            offer(base, 0, _type_message(error))
+        else:
+            offer(base, _PRIORITY.get(keyword, 9), _keyword_message(error))
+    missing_at: dict[Path, int] = {}
+    for path in missing:
+        missing_at[path[:-1]] = missing_at.get(path[:-1], 0) + 1
+    for path in missing:
+        parent = path[:-1]
+        swapped = unknown_at.get(parent) == 1 and missing_at[parent] == 1
+        if (path in meant or swapped) and chosen[path][0] == 1:
+            del chosen[path]  # rank 1 here can only be the ``required`` finding itself
+    return [finding for _, finding in chosen.values()]

@@ -1,0 +1,439 @@
+"""RolloutManager plugins on a real control plane (issue 5, e2e acceptance).
+
+The reconciler runs as ``python -m reconciler --controllers rollout-plugins`` under the
+ServiceAccount and RBAC from ``manifests/``; everything is driven and checked with
+kubectl, the way a user would. A stand-in ``argo-rollouts`` Deployment plays the Argo
+Rollouts controller: no pod needs to run, its pod template is what tells whether the
+controller would be restarted.
+
+Waits poll the API up to a generous deadline; no test asserts how fast something happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import controlplane
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+CM = "argo-rollouts-config"
+TRAFFIC = "trafficRouterPlugins"
+METRIC = "metricProviderPlugins"
+ANNOTATION = "rollgate.dev/plugins-checksum"
+DEADLINE = 60.0
+SHA = "0123456789abcdef" * 4
+
+GATEWAY = {
+    "name": "argoproj-labs/gatewayAPI",
+    "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi"
+    "/releases/download/v0.4.0/gatewayapi-plugin-linux-amd64",
+    "sha256": SHA,
+}
+PROMETHEUS = {"name": "argoproj-labs/sample-prometheus", "location": "file:///plugins/prom"}
+# Settings someone else keeps in the same ConfigMap; rollgate must never touch them.
+OTHER_DATA = {"metricProviders": "prometheus:\n  address: http://prometheus:9090\n"}
+OTHER_LABELS = {"team": "platform"}
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reconciler(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
+    """One reconciler for the module, only the plugins controller, one worker.
+
+    No leader election: nothing else in these tests competes for the Lease, and a
+    standby replica left over from another module must not keep this one idle.
+    """
+    proc = control_plane.start_reconciler(
+        "--controllers", "rollout-plugins", "--no-leader-elect", "--workers", "1",
+        name="reconciler-plugins",
+    )
+    try:
+        proc.wait_ready(60)
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def env(
+    control_plane: controlplane.ControlPlane,
+    reconciler: controlplane.ManagedProcess,
+    namespace: str,
+) -> Env:
+    env = Env(control_plane, reconciler, namespace)
+    env.create_rollouts_deployment()
+    return env
+
+
+class Env:
+    """kubectl-level helpers for one test namespace."""
+
+    def __init__(
+        self,
+        plane: controlplane.ControlPlane,
+        reconciler: controlplane.ManagedProcess,
+        namespace: str,
+    ) -> None:
+        self.plane = plane
+        self.reconciler = reconciler
+        self.ns = namespace
+
+    # -- kubectl ---------------------------------------------------------------------------
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Any:
+        return self.plane.kubectl(*args, "-n", self.ns, input=input, check=check)
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        obj = {**obj, "metadata": {**obj["metadata"], "namespace": self.ns}}
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        out = self.kubectl("get", kind, name, "-o", "json", "--ignore-not-found")
+        return json.loads(out.stdout) if out.stdout.strip() else None
+
+    # -- objects ---------------------------------------------------------------------------
+    def create_rollouts_deployment(self) -> None:
+        self.apply({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "argo-rollouts"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "argo-rollouts"}},
+                "strategy": {"type": "RollingUpdate",
+                             "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+                "template": {
+                    "metadata": {"labels": {"app": "argo-rollouts"}},
+                    "spec": {"containers": [{
+                        "name": "argo-rollouts",
+                        "image": "example.invalid/argo-rollouts:stand-in",
+                    }]},
+                },
+            },
+        })
+
+    def create_config_map(self, data: dict[str, str]) -> None:
+        self.apply({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CM, "labels": OTHER_LABELS},
+            "data": data,
+        })
+
+    def apply_rm(self, name: str, plugins: Any, *, labels: dict[str, str] | None = None) -> None:
+        meta: dict[str, Any] = {"name": name}
+        if labels:
+            meta["labels"] = labels
+        self.apply({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "RolloutManager",
+            "metadata": meta,
+            "spec": {"plugins": plugins},
+        })
+
+    # -- observations ----------------------------------------------------------------------
+    def config_map(self) -> dict[str, Any] | None:
+        return self.get("configmap", CM)
+
+    def entries(self, key: str) -> list[dict[str, Any]] | None:
+        cm = self.config_map() or {}
+        raw = (cm.get("data") or {}).get(key)
+        return None if raw is None else yaml.safe_load(raw)
+
+    def deployment(self) -> dict[str, Any]:
+        dep = self.get("deployment", "argo-rollouts")
+        assert dep is not None
+        return dep
+
+    def checksum_annotation(self) -> str | None:
+        template = self.deployment()["spec"]["template"]
+        return (template["metadata"].get("annotations") or {}).get(ANNOTATION)
+
+    def condition(self, rm: str) -> dict[str, Any] | None:
+        obj = self.get("rolloutmanager", rm) or {}
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PluginsSynced":
+                return cond
+        return None
+
+    def events(self, rm: str, *, type: str) -> list[dict[str, Any]]:
+        out = self.kubectl(
+            "get", "events", "-o", "json",
+            "--field-selector", f"involvedObject.name={rm},type={type}",
+        )
+        return json.loads(out.stdout)["items"]
+
+    def reconciles(self) -> tuple[float, float]:
+        """(reconciles finished, queue depth) of the plugins controller, from /metrics."""
+        with urllib.request.urlopen(self.reconciler.url + "/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        done = depth = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.labels.get("controller") != "rollout-plugins":
+                    continue
+                if sample.name == "rollgate_reconciler_reconcile_total":
+                    done += sample.value
+                elif sample.name == "rollgate_reconciler_queue_depth":
+                    depth += sample.value
+        return done, depth
+
+    def wait_idle(self) -> float:
+        """Wait until the controller's queue is empty and its reconcile count stays put."""
+        last = None
+        def idle() -> bool:
+            nonlocal last
+            done, depth = self.reconciles()
+            settled = depth == 0 and done == last
+            last = done
+            return settled
+        wait_for(idle, "the plugins controller to go idle", interval=0.5)
+        assert last is not None
+        return last
+
+    def wait_synced(self, rm: str) -> dict[str, Any]:
+        """Wait for PluginsSynced=True for the RM's current generation; return it."""
+        def synced() -> dict[str, Any] | None:
+            obj = self.get("rolloutmanager", rm) or {}
+            cond = self.condition(rm)
+            if (
+                cond
+                and cond["status"] == "True"
+                and cond.get("observedGeneration") == obj["metadata"]["generation"]
+            ):
+                return cond
+            return None
+        return wait_for(synced, f"PluginsSynced=True on RolloutManager {rm}")
+
+
+def wait_for(
+    probe: Callable[[], Any], what: str, *, deadline: float = DEADLINE, interval: float = 0.2
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail after ``deadline`` seconds."""
+    end = time.monotonic() + deadline
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def expected_checksum(cm: dict[str, Any]) -> str:
+    """DESIGN.md: sha256 of the rendered keys as JSON with sorted keys."""
+    data = {k: v for k, v in (cm.get("data") or {}).items() if k in (TRAFFIC, METRIC)}
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sync_both(env: Env, name: str = "rollouts") -> None:
+    env.apply_rm(name, {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
+    env.wait_synced(name)
+    wait_for(lambda: env.entries(METRIC) == [PROMETHEUS], "metric plugins in the ConfigMap")
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+def test_plugins_are_written_and_other_keys_are_kept(env: Env) -> None:
+    env.create_config_map(OTHER_DATA)
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
+
+    wait_for(lambda: env.entries(TRAFFIC) and env.entries(METRIC), "both plugin keys")
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    assert env.entries(METRIC) == [PROMETHEUS]  # no sha256 given: none rendered
+    cm = env.config_map()
+    assert cm is not None
+    assert {k: v for k, v in cm["data"].items() if k not in (TRAFFIC, METRIC)} == OTHER_DATA
+    assert cm["metadata"]["labels"] == OTHER_LABELS
+
+    cond = env.wait_synced("rollouts")
+    assert cond["reason"]
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    assert env.checksum_annotation() == expected_checksum(cm)
+
+
+def test_location_change_updates_the_key_and_restarts_once(env: Env) -> None:
+    sync_both(env)
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    before = env.checksum_annotation()
+    generation = env.deployment()["metadata"]["generation"]
+
+    moved = {**PROMETHEUS, "location": "file:///plugins/prom-v2"}
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [moved]})
+
+    wait_for(lambda: env.entries(METRIC) == [moved], "the new location in the ConfigMap")
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    wait_for(lambda: env.checksum_annotation() != before, "a new checksum annotation")
+    env.wait_synced("rollouts")
+    env.wait_idle()
+    cm = env.config_map()
+    assert cm is not None
+    assert env.checksum_annotation() == expected_checksum(cm)
+    # One pod-template change = one rollout of the Argo Rollouts controller.
+    assert env.deployment()["metadata"]["generation"] == generation + 1
+
+
+def test_unrelated_change_writes_nothing(env: Env) -> None:
+    env.create_config_map(OTHER_DATA)
+    sync_both(env)
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    before = env.wait_idle()
+    cm_version = env.config_map()["metadata"]["resourceVersion"]  # type: ignore[index]
+    deployment = env.deployment()
+
+    env.kubectl("label", "rolloutmanager", "rollouts", "tier=gold")
+    wait_for(lambda: env.reconciles()[0] > before, "the reconciler to process the label change")
+    env.wait_idle()
+
+    assert env.config_map()["metadata"]["resourceVersion"] == cm_version  # type: ignore[index]
+    after = env.deployment()
+    assert after["metadata"]["generation"] == deployment["metadata"]["generation"]
+    assert env.checksum_annotation() == deployment["spec"]["template"]["metadata"][
+        "annotations"][ANNOTATION]
+
+
+def test_removing_all_plugins_removes_the_keys_only(env: Env) -> None:
+    env.create_config_map(OTHER_DATA)
+    sync_both(env)
+
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": []})
+    wait_for(lambda: env.entries(METRIC) is None, "metricProviderPlugins to go")
+    assert env.entries(TRAFFIC) == [GATEWAY]
+
+    env.apply_rm("rollouts", None)
+    wait_for(lambda: env.entries(TRAFFIC) is None, "trafficRouterPlugins to go")
+    env.wait_synced("rollouts")
+    cm = env.config_map()
+    assert cm is not None
+    assert cm["data"] == OTHER_DATA
+    assert cm["metadata"]["labels"] == OTHER_LABELS
+
+
+def test_hand_edit_of_managed_key_is_reverted(env: Env) -> None:
+    env.create_config_map(OTHER_DATA)
+    sync_both(env)
+    rendered = env.config_map()["data"][METRIC]  # type: ignore[index]
+
+    hand = yaml.safe_dump([{"name": "someone/else", "location": "file:///tmp/x"}])
+    env.kubectl("patch", "configmap", CM, "--type=merge", "-p",
+                json.dumps({"data": {METRIC: hand, "extra": "kept"}}))
+
+    wait_for(
+        lambda: (env.config_map() or {}).get("data", {}).get(METRIC) == rendered,
+        "the hand edit of metricProviderPlugins to be reverted",
+    )
+    data = env.config_map()["data"]  # type: ignore[index]
+    assert data["extra"] == "kept"
+    assert data["metricProviders"] == OTHER_DATA["metricProviders"]
+
+
+def test_hand_made_entries_are_replaced_with_a_warning(env: Env) -> None:
+    env.create_config_map({
+        **OTHER_DATA,
+        TRAFFIC: yaml.safe_dump([{"name": "hand/made-router", "location": "file:///r"}]),
+        METRIC: yaml.safe_dump([PROMETHEUS, {"name": "hand/made-metric", "location": "file:///m"}]),
+    })
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
+
+    wait_for(lambda: env.entries(TRAFFIC) == [GATEWAY], "the spec's traffic router plugins")
+    assert env.entries(METRIC) == [PROMETHEUS]
+    warnings = wait_for(
+        lambda: [e for e in env.events("rollouts", type="Warning")
+                 if "hand/made-router" in e["message"]],
+        "a Warning event naming the replaced entries",
+    )
+    assert "hand/made-metric" in warnings[0]["message"]
+    assert "argoproj-labs/sample-prometheus" not in warnings[0]["message"]
+    assert env.config_map()["data"]["metricProviders"] == OTHER_DATA["metricProviders"]  # type: ignore[index]
+
+
+def test_invalid_rollout_manager_stored_without_webhook_writes_nothing(
+    env: Env, control_plane: controlplane.ControlPlane
+) -> None:
+    env.create_config_map(OTHER_DATA)
+    bad = {**PROMETHEUS, "sha256": "b" * 40}
+    control_plane.unregister_webhooks()
+    try:
+        env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [bad]})
+    finally:
+        control_plane.register_webhooks()
+
+    cond = wait_for(
+        lambda: (c := env.condition("rollouts")) and c["status"] == "False" and c,
+        "PluginsSynced=False",
+    )
+    assert "spec.plugins.metric[0].sha256" in cond["message"]
+    obj = env.get("rolloutmanager", "rollouts")
+    assert obj is not None
+    assert cond["observedGeneration"] == obj["metadata"]["generation"]
+    env.wait_idle()
+    cm = env.config_map()
+    assert cm is not None
+    assert cm["data"] == OTHER_DATA
+    assert env.checksum_annotation() is None
+
+
+def test_the_oldest_rollout_manager_owns_the_keys(env: Env) -> None:
+    sync_both(env, "first")
+    # creationTimestamp has one-second resolution; a later second makes "first" older
+    # by time, not only by name.
+    created = env.get("rolloutmanager", "first")["metadata"]["creationTimestamp"]  # type: ignore[index]
+    wait_for(
+        lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) > created,
+        "the clock to pass the first creation second",
+    )
+    other = {"name": "other/metric", "location": "file:///plugins/other"}
+    env.apply_rm("second", {"metric": [other]})
+
+    cond = wait_for(
+        lambda: (c := env.condition("second")) and c["status"] == "False" and c,
+        "PluginsSynced=False on the second RolloutManager",
+    )
+    assert "first" in cond["message"]
+    env.wait_idle()
+    assert env.entries(METRIC) == [PROMETHEUS]
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    assert env.condition("first")["status"] == "True"  # type: ignore[index]
+
+    # The owner goes: the next oldest takes over.
+    env.kubectl("delete", "rolloutmanager", "first")
+    wait_for(lambda: env.entries(METRIC) == [other], "the second RolloutManager's plugins")
+    wait_for(lambda: env.entries(TRAFFIC) is None, "the first one's traffic plugins to go")
+    env.wait_synced("second")
+
+
+def test_deleting_the_rollout_manager_removes_the_keys_and_keeps_the_config_map(
+    env: Env,
+) -> None:
+    env.create_config_map(OTHER_DATA)
+    sync_both(env)
+
+    env.kubectl("delete", "rolloutmanager", "rollouts")
+
+    wait_for(
+        lambda: not {TRAFFIC, METRIC} & set((env.config_map() or {}).get("data") or {}),
+        "the plugin keys to be removed",
+    )
+    cm = env.config_map()
+    assert cm is not None
+    assert cm["data"] == OTHER_DATA
+    assert cm["metadata"]["labels"] == OTHER_LABELS
+
+
+def test_missing_rollouts_deployment_is_reported(env: Env) -> None:
+    env.kubectl("delete", "deployment", "argo-rollouts")
+    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
+
+    cond = env.wait_synced("rollouts")
+    assert "will load when it starts" in cond["message"]
+    assert env.entries(METRIC) == [PROMETHEUS]

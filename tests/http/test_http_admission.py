@@ -1,0 +1,416 @@
+"""The webhook HTTP contract (DESIGN.md "Webhook HTTP contract"), through Flask's
+test client: what the API server sends, what it gets back."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import reviews
+from reviews import review
+
+import schemas
+from webhook.config import Lookups
+
+VALIDATE_STAGES = "/validate/stages"
+MUTATE_STAGES = "/mutate/stages"
+VALIDATE_RMS = "/validate/rolloutmanagers"
+MUTATE_RMS = "/mutate/rolloutmanagers"
+ENDPOINTS = (VALIDATE_STAGES, MUTATE_STAGES, VALIDATE_RMS, MUTATE_RMS)
+
+
+def causes(response: dict[str, Any]) -> dict[str, str]:
+    return {c["field"]: c["message"] for c in response["status"]["details"]["causes"]}
+
+
+# --------------------------------------------------------------------- happy path
+
+
+@pytest.mark.parametrize(
+    ("path", "obj"),
+    [
+        (VALIDATE_STAGES, reviews.valid_stage()),
+        (MUTATE_STAGES, reviews.valid_stage()),
+        (VALIDATE_RMS, reviews.valid_rollout_manager()),
+        (MUTATE_RMS, reviews.valid_rollout_manager()),
+    ],
+)
+def test_valid_object_is_allowed_and_uid_echoed(post, path, obj):
+    response = post(path, review(obj, uid="7f0c2a2e-1b4e-4c1e-9a55-0b5f3a1d2c3e"))
+    assert response["uid"] == "7f0c2a2e-1b4e-4c1e-9a55-0b5f3a1d2c3e"
+    assert response["allowed"] is True
+    assert "status" not in response
+    assert "patch" not in response  # already defaulted: nothing to add
+
+
+def test_stage_without_analysis_is_allowed(post):
+    response = post(VALIDATE_STAGES, review(reviews.stage({"subscriptions": {}})))
+    assert response["allowed"] is True
+    assert not response.get("warnings")
+
+
+# ------------------------------------------------------------------------ denials
+
+
+def test_invalid_stage_is_denied_with_every_field_path(post):
+    response = post(VALIDATE_STAGES, review(reviews.invalid_stage(name="prod"), uid="u-2"))
+    assert response["uid"] == "u-2"
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 422
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith('Stage "prod" is invalid: ')
+    found = causes(response)
+    assert set(found) == {"spec.analysis.args[0].value", "spec.analysis.args[1].name"}
+    assert "quote" in found["spec.analysis.args[0].value"]
+    for cause in status["details"]["causes"]:
+        assert cause["reason"] == "FieldValueInvalid"
+        assert f'{cause["field"]}: {cause["message"]}' in status["message"]
+
+
+def test_both_stage_spellings_at_once_are_denied(post):
+    obj = reviews.valid_stage()
+    obj["spec"]["verification"] = {"analysisTemplates": [{"name": "success-rate"}]}
+    response = post(VALIDATE_STAGES, review(obj))
+    assert response["allowed"] is False
+    assert any(f.startswith("spec.") for f in causes(response))
+
+
+def test_invalid_rollout_manager_is_denied_with_every_field_path(post):
+    response = post(VALIDATE_RMS, review(reviews.invalid_rollout_manager(name="rm")))
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 422
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith('RolloutManager "rm" is invalid: ')
+    found = causes(response)
+    assert {
+        "spec.plugins.trafficManagement[0].name",
+        "spec.plugins.metric[0].location",
+        "spec.plugins.metric[0].sha256",
+    } <= set(found)
+    assert "SHA-1" in found["spec.plugins.metric[0].sha256"]
+    # every error in one message, as "<path>: <message>" joined by "; "
+    expected = 'RolloutManager "rm" is invalid: ' + "; ".join(
+        f'{c["field"]}: {c["message"]}' for c in status["details"]["causes"])
+    assert status["message"] == expected
+
+
+def test_http_plugins_allowed_when_configured(make_client, post):
+    obj = reviews.valid_rollout_manager()
+    obj["spec"]["plugins"]["metric"][0]["location"] = "http://plugins.internal/metric"
+    assert post(VALIDATE_RMS, review(obj))["allowed"] is False
+    permissive = make_client(allow_http_plugins=True)
+    assert post(VALIDATE_RMS, review(obj), using=permissive)["allowed"] is True
+
+
+def test_dry_run_request_gets_the_same_answer(post):
+    denied = post(VALIDATE_RMS, review(reviews.invalid_rollout_manager(), dry_run=True))
+    assert denied["allowed"] is False and denied["status"]["code"] == 422
+
+
+# ----------------------------------------------------------------------- warnings
+
+
+def test_remote_plugin_without_sha256_is_allowed_with_a_warning(post):
+    obj = reviews.valid_rollout_manager()
+    del obj["spec"]["plugins"]["trafficManagement"][0]["sha256"]
+    response = post(VALIDATE_RMS, review(obj))
+    assert response["allowed"] is True
+    assert any(w.startswith("spec.plugins.trafficManagement[0]") for w in response["warnings"])
+
+
+def test_missing_template_gives_a_warning_from_the_lookup(make_client, post):
+    asked: list[tuple[str, str, str]] = []
+
+    def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        asked.append((kind, namespace, name))
+        return None
+
+    client = make_client(lookups=Lookups(template=template))
+    response = post(VALIDATE_STAGES, review(reviews.valid_stage()), using=client)
+    assert response["allowed"] is True
+    assert ("AnalysisTemplate", "guestbook", "success-rate") in asked
+    assert ("ClusterAnalysisTemplate", "", "latency") in asked
+    text = " ".join(response["warnings"])
+    assert "success-rate" in text and "latency" in text
+
+
+def test_namespace_comes_from_the_request_when_the_object_has_none(make_client, post):
+    asked: list[str] = []
+
+    def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        asked.append(namespace)
+        return None
+
+    obj = reviews.valid_stage()
+    body = review(obj)
+    del body["request"]["object"]["metadata"]["namespace"]
+    post(VALIDATE_STAGES, body, using=make_client(lookups=Lookups(template=template)))
+    assert "guestbook" in asked
+
+
+def test_lookup_unavailable_answers_without_lookup_warnings(make_client, post):
+    def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        raise schemas.LookupUnavailable("API server unreachable")
+
+    def managers(namespace: str) -> list[dict[str, Any]]:
+        raise schemas.LookupUnavailable("API server unreachable")
+
+    client = make_client(lookups=Lookups(template=template, rollout_managers=managers))
+    stage = post(VALIDATE_STAGES, review(reviews.valid_stage()), using=client)
+    assert stage["allowed"] is True
+    assert not stage.get("warnings")
+    rm = post(VALIDATE_RMS, review(reviews.valid_rollout_manager()), using=client)
+    assert rm["allowed"] is True
+    assert not rm.get("warnings")
+
+
+def test_second_rollout_manager_in_namespace_warns(make_client, post):
+    other = reviews.valid_rollout_manager(name="older")
+
+    def managers(namespace: str) -> list[dict[str, Any]]:
+        return [other] if namespace == "argo-rollouts" else []
+
+    client = make_client(lookups=Lookups(rollout_managers=managers))
+    response = post(VALIDATE_RMS, review(reviews.valid_rollout_manager()), using=client)
+    assert response["allowed"] is True
+    assert response.get("warnings")
+
+
+def test_warnings_are_kept_next_to_a_denial(post):
+    obj = reviews.invalid_rollout_manager()
+    obj["spec"]["plugins"]["trafficManagement"].append(
+        {"name": "argoproj-labs/other", "location": "https://example.com/plugin"})
+    response = post(VALIDATE_RMS, review(obj))
+    assert response["allowed"] is False
+    assert any(w.startswith("spec.plugins.trafficManagement[1]") for w in response["warnings"])
+
+
+# ------------------------------------------------------------------------ patches
+
+
+@pytest.mark.parametrize(
+    ("validate", "mutate", "obj"),
+    [
+        (VALIDATE_STAGES, MUTATE_STAGES,
+         reviews.stage({"analysis": {"templates": [{"templateName": "success-rate"}]}})),
+        (VALIDATE_STAGES, MUTATE_STAGES,
+         reviews.stage({"verification": {"analysisTemplates": [{"name": "success-rate"}]}})),
+        (VALIDATE_RMS, MUTATE_RMS, reviews.rollout_manager({"metric": [{
+            "name": "argoproj-labs/m", "location": "file:///plugins/m",
+            "sha256": "  " + reviews.SHA256.upper() + "\n"}]})),
+    ],
+    ids=["analysis-clusterScope", "verification-kind", "sha256-normalized"],
+)
+def test_patch_is_applied_once_and_is_idempotent(post, validate, mutate, obj):
+    first = post(mutate, review(obj))
+    assert first["allowed"] is True
+    assert not first.get("warnings")  # mutation never warns
+    ops = reviews.decode_patch(first)
+    assert ops
+    patched = reviews.apply_patch(obj, ops)
+    # the defaulted object validates and a second mutation has nothing left to do
+    again = post(mutate, review(patched))
+    assert again["allowed"] is True
+    assert "patch" not in again and "patchType" not in again
+    assert post(validate, review(patched))["allowed"] is True
+
+
+def test_mutation_of_an_invalid_object_does_not_deny(post):
+    response = post(MUTATE_RMS, review(reviews.invalid_rollout_manager()))
+    assert response["allowed"] is True
+    assert "status" not in response
+
+
+# --------------------------------------------------------------------- ratcheting
+
+
+def test_update_with_unchanged_invalid_field_is_allowed_with_a_warning(post):
+    old = reviews.invalid_rollout_manager()
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"team": "platform"}  # an unrelated edit
+    response = post(VALIDATE_RMS, review(new, operation="UPDATE", old=old))
+    assert response["allowed"] is True
+    warned = " ".join(response["warnings"])
+    assert "spec.plugins.metric[0].sha256" in warned
+    assert "unchanged" in warned
+
+
+def test_update_that_changes_an_invalid_field_is_denied(post):
+    old = reviews.invalid_rollout_manager()
+    new = copy.deepcopy(old)
+    new["spec"]["plugins"]["metric"][0]["sha256"] = "abc"  # still wrong, and changed
+    response = post(VALIDATE_RMS, review(new, operation="UPDATE", old=old))
+    assert response["allowed"] is False
+    assert "spec.plugins.metric[0].sha256" in causes(response)
+    # the other, unchanged errors are only warnings now
+    assert "spec.plugins.trafficManagement[0].name" not in causes(response)
+
+
+def test_create_is_never_ratcheted(post):
+    obj = reviews.invalid_stage()
+    assert post(VALIDATE_STAGES, review(obj, operation="CREATE", old=obj))["allowed"] is False
+
+
+def test_stage_update_ratchets_too(post):
+    old = reviews.invalid_stage()
+    new = copy.deepcopy(old)
+    new["spec"]["subscriptions"] = {"upstreamStages": [{"name": "qa"}]}
+    assert post(VALIDATE_STAGES, review(new, operation="UPDATE", old=old))["allowed"] is True
+
+
+# --------------------------------------------------------- passed through untouched
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_delete_is_allowed_untouched(post, path):
+    obj = reviews.invalid_stage() if "stages" in path else reviews.invalid_rollout_manager()
+    response = post(path, review(None, operation="DELETE", old=obj))
+    assert response == {"uid": "uid-1", "allowed": True}
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_connect_is_allowed_untouched(post, path):
+    obj = reviews.invalid_stage() if "stages" in path else reviews.invalid_rollout_manager()
+    assert post(path, review(obj, operation="CONNECT")) == {"uid": "uid-1", "allowed": True}
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_status_subresource_is_allowed_untouched(post, path):
+    obj = reviews.invalid_stage() if "stages" in path else reviews.invalid_rollout_manager()
+    body = review(obj, operation="UPDATE", old=obj, sub_resource="status")
+    assert post(path, body) == {"uid": "uid-1", "allowed": True}
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_other_kinds_are_allowed_untouched(post, path):
+    freight = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Freight",
+               "metadata": {"name": "abc", "namespace": "guestbook"},
+               "spec": {"analysis": {"templates": []}}}
+    assert post(path, review(freight, kind="Freight")) == {"uid": "uid-1", "allowed": True}
+
+
+def test_a_rollout_manager_sent_to_the_stage_endpoint_is_not_judged(post):
+    response = post(VALIDATE_STAGES, review(reviews.invalid_rollout_manager()))
+    assert response == {"uid": "uid-1", "allowed": True}
+
+
+def test_create_without_object_is_refused_by_validation_only(post):
+    body = review(reviews.valid_stage())
+    body["request"]["object"] = None
+    denied = post(VALIDATE_STAGES, body)
+    assert denied["allowed"] is False and denied["status"]["code"] == 400
+    assert post(MUTATE_STAGES, body) == {"uid": "uid-1", "allowed": True}
+
+
+# --------------------------------------------------------------- bad requests
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"this is not json", "not valid JSON"),
+        (b"[1, 2, 3]", "JSON object"),
+        (b'"AdmissionReview"', "JSON object"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
+                     "request": {"uid": "x"}}).encode(), "admission.k8s.io/v1"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "Pod",
+                     "request": {"uid": "x"}}).encode(), "AdmissionReview"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+         "no request"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "request": {"operation": "CREATE"}}).encode(), "no uid"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "request": {"uid": 42}}).encode(), "no uid"),
+        (b"\xff\xfe\x00garbage", "not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, ""),
+        (b"", "not valid JSON"),
+    ],
+    ids=["not-json", "list", "string", "v1beta1", "wrong-kind", "no-request", "no-uid",
+         "uid-not-string", "bad-encoding", "deeply-nested", "empty"],
+)
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_a_body_that_is_not_an_admission_review_gets_400(client, path, body, reason):
+    resp = client.post(path, data=body, content_type="application/json")
+    assert resp.status_code == 400
+    assert resp.mimetype == "text/plain"
+    text = resp.get_data(as_text=True)
+    assert reason in text
+    assert "Traceback" not in text
+
+
+def test_body_over_8_mib_gets_413(client):
+    body = b'{"x": "' + b"a" * (8 * 1024 * 1024) + b'"}'
+    resp = client.post(VALIDATE_STAGES, data=body, content_type="application/json")
+    assert resp.status_code == 413
+    assert "larger than" in resp.get_data(as_text=True)
+
+
+def test_body_just_under_the_limit_is_read(client):
+    obj = reviews.valid_stage()
+    obj["metadata"]["annotations"] = {"example.com/blob": "a" * (8 * 1024 * 1024 - 4096)}
+    resp = client.post(VALIDATE_STAGES, json=review(obj))
+    assert resp.status_code == 200
+
+
+def test_wrong_method_and_unknown_path_are_plain_errors(client):
+    assert client.get(VALIDATE_STAGES).status_code == 405
+    resp = client.post("/validate/pods", json={})
+    assert resp.status_code == 404
+    assert resp.mimetype == "text/plain"
+
+
+# -------------------------------------------------------------- internal faults
+
+
+def test_internal_fault_on_validate_is_a_500_denial(post, monkeypatch, caplog):
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated bug in a check")
+
+    monkeypatch.setattr(schemas, "check", broken)
+    response = post(VALIDATE_STAGES, review(reviews.valid_stage(), uid="u-fault"))
+    assert response["uid"] == "u-fault"
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert "simulated bug" not in json.dumps(response)  # no internals leak to users
+    assert any("internal fault" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_internal_fault_on_mutate_allows_without_patch(post, monkeypatch):
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated bug in defaulting")
+
+    monkeypatch.setattr(schemas, "default_patch", broken)
+    obj = reviews.stage({"analysis": {"templates": [{"templateName": "x"}]}})
+    assert post(MUTATE_STAGES, review(obj, uid="u-m")) == {"uid": "u-m", "allowed": True}
+
+
+def test_a_lookup_that_crashes_does_not_crash_the_webhook(make_client):
+    def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        raise KeyError("bug in a look-up")
+
+    client = make_client(lookups=Lookups(template=template))
+    resp = client.post(VALIDATE_STAGES, json=review(reviews.valid_stage()))
+    assert resp.status_code == 200
+    assert resp.get_json()["response"]["uid"] == "uid-1"
+
+
+# ------------------------------------------------------------- health & metrics
+
+
+def test_health_endpoints(client):
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+
+
+def test_metrics_count_requests_by_endpoint_and_result(client, post):
+    post(VALIDATE_RMS, review(reviews.invalid_rollout_manager()), using=client)
+    client.post(VALIDATE_RMS, data=b"nope")
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'rollgate_webhook_requests_total{endpoint="/validate/rolloutmanagers",' \
+           'result="denied"}' in text
+    assert 'endpoint="/validate/rolloutmanagers",result="bad_request"' in text
+    assert "rollgate_webhook_request_duration_seconds_bucket" in text

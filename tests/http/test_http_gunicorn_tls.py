@@ -1,0 +1,155 @@
+"""The real server: ``python -m webhook`` (gunicorn, gthread, TLS) with certificates
+from ``certs.generate``, reached over HTTPS on loopback as the API server would."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import reviews
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+import certs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _der(pem_path: Path) -> bytes:
+    return x509.load_pem_x509_certificate(pem_path.read_bytes()).public_bytes(Encoding.DER)
+
+
+class Server:
+    def __init__(self, port: int, ca_file: Path, log: Path) -> None:
+        self.port = port
+        self.ca_file = ca_file
+        self.log = log
+
+    def context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def connect(self, context: ssl.SSLContext | None = None) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10,
+                                           context=context or self.context())
+
+    def served_cert(self) -> bytes:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw, \
+                self.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, certs.CertPaths]]:
+    paths = certs.generate(tmp_path / "certs")
+    port = _free_port()
+    log = tmp_path / "webhook.log"
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
+             "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
+             "--workers", "2", "--threads", "2"],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    srv = Server(port, paths.ca_cert, log)
+    try:
+        deadline = time.monotonic() + 30  # start-up wait, not an assertion on speed
+        while True:
+            try:
+                conn = srv.connect()
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"webhook did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield srv, paths
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_real_gunicorn_over_tls(server):
+    srv, paths = server
+
+    # A review over HTTPS, verified against the generated CA; two on one kept-alive
+    # connection, as the API server sends them.
+    conn = srv.connect()
+    body = json.dumps(reviews.review(reviews.invalid_rollout_manager(), uid="tls-1"))
+    conn.request("POST", "/validate/rolloutmanagers", body=body,
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    answer = json.loads(resp.read())["response"]
+    assert answer["uid"] == "tls-1"
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 422
+    first_socket = conn.sock
+    conn.request("POST", "/mutate/stages",
+                 body=json.dumps(reviews.review(reviews.valid_stage(), uid="tls-2")),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert json.loads(resp.read())["response"] == {"uid": "tls-2", "allowed": True}
+    assert conn.sock is first_socket, "connection was not kept alive"
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    assert 'endpoint="/validate/rolloutmanagers",result="denied"' in metrics
+    conn.close()
+
+    # TLS 1.1 is refused by the server. The client is allowed everything down to
+    # TLS 1.0 (security level 0), so the refusal cannot come from the client side.
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.check_hostname = False
+    old.verify_mode = ssl.CERT_NONE
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():  # the point of this client is to be deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old.minimum_version = ssl.TLSVersion.TLSv1
+        old.maximum_version = ssl.TLSVersion.TLSv1_1
+    with pytest.raises(ssl.SSLError), socket.create_connection(
+            ("127.0.0.1", srv.port), timeout=10) as raw:
+        old.wrap_socket(raw).close()
+    modern = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    modern.check_hostname = False
+    modern.verify_mode = ssl.CERT_NONE
+    modern.set_ciphers("DEFAULT:@SECLEVEL=0")
+    modern.maximum_version = ssl.TLSVersion.TLSv1_2
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+            modern.wrap_socket(raw) as tls:
+        assert tls.version() == "TLSv1.2"
+
+    # Rotation: new files on disk, and new connections get the new certificate.
+    assert srv.served_cert() == _der(paths.tls_cert)
+    old_der = _der(paths.tls_cert)
+    certs.generate(paths.out_dir, reuse_ca=True)
+    new_der = _der(paths.tls_cert)
+    assert new_der != old_der
+    # each worker process reloads on its next connection; try enough connections to
+    # reach both workers
+    served = {srv.served_cert() for _ in range(6)}
+    assert served == {new_der}, "a connection was served the old certificate"
+    assert "certificate reloaded" in srv.log.read_text()

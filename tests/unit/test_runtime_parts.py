@@ -1,0 +1,288 @@
+"""Runtime pieces that need no API server: informer bookkeeping (against a scripted
+stand-in for the REST layer), the worker's retry rules, leases, flags, probes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from reconciler import cli, controllers
+from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.health import HealthServer, Metrics
+from reconciler.runtime.informer import Informer
+from reconciler.runtime.kube import impersonation_headers
+from reconciler.runtime.leader import Timings, format_micro_time, lease_expired
+from reconciler.runtime.manager import ControllerRunner
+from reconciler.runtime.rest import is_already_exists, is_transient, resource_path
+from reconciler.runtime.types import (
+    ANALYSIS_RUN,
+    CLUSTER_ANALYSIS_TEMPLATE,
+    CONFIG_MAP,
+    STAGE,
+    Key,
+    Requeue,
+)
+
+
+def obj(name, rv, ns="ns"):
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv}}
+
+
+class ScriptedRest:
+    """Plays back list pages and watch streams; records what was asked."""
+
+    def __init__(self, lists, watches, stop):
+        self.lists = list(lists)
+        self.watches = list(watches)
+        self.stop = stop
+        self.watch_rvs = []
+
+    def list(self, resource, namespace, **query):
+        return self.lists.pop(0)
+
+    def watch(self, resource, namespace, *, resource_version, timeout_seconds):
+        self.watch_rvs.append(resource_version)
+        if not self.watches:
+            self.stop.set()
+            return
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+def run_informer(lists, watches):
+    stop = threading.Event()
+    rest = ScriptedRest(lists, watches, stop)
+    store = Store(ANALYSIS_RUN)
+    seen = []
+    restarts = []
+    inf = Informer(rest=rest, resource=ANALYSIS_RUN, namespace=None, store=store,
+                   handler=lambda t, o: seen.append((t, o["metadata"]["name"])), stop=stop,
+                   on_restart=restarts.append)
+    inf._run()
+    return inf, store, seen, rest, restarts
+
+
+def test_informer_lists_then_watches_from_the_list_resource_version():
+    inf, store, seen, rest, _ = run_informer(
+        [{"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}],
+        [[{"type": "ADDED", "object": obj("b", "11")},
+          {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}]],
+    )
+    assert rest.watch_rvs[0] == "10"
+    assert rest.watch_rvs[1] == "15"  # bookmark moved the resourceVersion on
+    assert ("ADDED", "a") in seen and ("ADDED", "b") in seen
+    assert store.get("ns", "a")["kind"] == "AnalysisRun"  # list items get their kind back
+    assert inf.synced.is_set()
+
+
+def test_informer_relists_on_410_and_reports_deletions_it_missed():
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    _, store, seen, rest, restarts = run_informer(
+        [
+            {"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6")]},
+            {"metadata": {"resourceVersion": "30"}, "items": [obj("b", "20")]},
+        ],
+        [[gone]],
+    )
+    assert store.get("ns", "a") is None
+    assert store.get("ns", "b")["metadata"]["resourceVersion"] == "20"
+    assert ("DELETED", "a") in seen
+    assert seen.count(("ADDED", "b")) == 2  # initial, then changed while not watching
+    assert rest.watch_rvs[-1] == "30"
+    assert "gone" in restarts
+
+
+def test_informer_watch_http_410_also_relists():
+    _, store, _, _, _ = run_informer(
+        [{"metadata": {"resourceVersion": "1"}, "items": []},
+         {"metadata": {"resourceVersion": "2"}, "items": [obj("x", "2")]}],
+        [ApiException(status=410, reason="Gone")],
+    )
+    assert store.get("ns", "x") is not None
+
+
+def test_informer_applies_deletes_from_the_watch():
+    _, store, seen, _, _ = run_informer(
+        [{"metadata": {"resourceVersion": "1"}, "items": [obj("a", "1")]}],
+        [[{"type": "DELETED", "object": obj("a", "2")}]],
+    )
+    assert store.get("ns", "a") is None
+    assert seen[-1] == ("DELETED", "a")
+
+
+def test_cache_view_names_an_unwatched_resource():
+    view = CacheView({STAGE: Store(STAGE)})
+    with pytest.raises(KeyError, match=r"configmaps\.core is not cached"):
+        view.list(CONFIG_MAP)
+
+
+def test_cluster_scoped_store_ignores_namespace():
+    store = Store(CLUSTER_ANALYSIS_TEMPLATE)
+    store.upsert({"metadata": {"name": "t"}})
+    assert store.get("anything", "t") is not None
+    assert len(store.list("ns")) == 1
+
+
+class FakeController:
+    name = "fake"
+    primary = STAGE
+    watches = (STAGE, ANALYSIS_RUN)
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def map_event(self, resource, obj):
+        if resource == ANALYSIS_RUN:
+            return [Key("ns", obj["metadata"]["labels"]["stage"])]
+        return []
+
+    def reconcile(self, key, ctx):
+        if self.outcome is not None:
+            raise self.outcome
+
+
+def runner_for(outcome):
+    return ControllerRunner(FakeController(outcome), metrics=Metrics(), workers=1)
+
+
+def test_runner_success_forgets_failures():
+    r = runner_for(None)
+    r.queue.backoff.next_delay(Key("ns", "a"))
+    r.process(Key("ns", "a"), ctx=None)
+    assert r.queue.backoff.failures(Key("ns", "a")) == 0
+
+
+def test_runner_requeue_is_not_a_failure():
+    r = runner_for(Requeue(30))
+    r.process(Key("ns", "a"), ctx=None)
+    assert r.queue.backoff.failures(Key("ns", "a")) == 0
+    assert r.queue.pending_delayed() == 1
+    assert r.metrics.reconciles.labels("fake", "requeue")._value.get() == 1
+
+
+def test_runner_exception_backs_off_and_counts_an_error():
+    r = runner_for(RuntimeError("boom"))
+    r.process(Key("ns", "a"), ctx=None)
+    r.process(Key("ns", "a"), ctx=None)
+    assert r.queue.backoff.failures(Key("ns", "a")) == 2
+    assert r.metrics.errors.labels("fake")._value.get() == 2
+
+
+def test_runner_maps_primary_objects_to_their_own_key_and_others_via_map_event():
+    r = runner_for(None)
+    assert r.keys_for(STAGE, {"metadata": {"name": "s", "namespace": "ns"}}) == {Key("ns", "s")}
+    run = {"metadata": {"name": "r", "namespace": "ns", "labels": {"stage": "s2"}}}
+    assert r.keys_for(ANALYSIS_RUN, run) == {Key("ns", "s2")}
+
+
+NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expired"),
+    [
+        ({}, True),
+        ({"holderIdentity": None, "renewTime": format_micro_time(NOW)}, True),
+        ({"holderIdentity": "x", "leaseDurationSeconds": 15,
+          "renewTime": format_micro_time(NOW - dt.timedelta(seconds=5))}, False),
+        ({"holderIdentity": "x", "leaseDurationSeconds": 15,
+          "renewTime": format_micro_time(NOW - dt.timedelta(seconds=16))}, True),
+        ({"holderIdentity": "x", "leaseDurationSeconds": 15}, True),
+    ],
+)
+def test_lease_expiry(spec, expired):
+    assert lease_expired(spec, now=NOW) is expired
+
+
+def test_micro_time_format_always_has_microseconds():
+    assert format_micro_time(NOW) == "2026-01-01T12:00:00.000000Z"
+
+
+def test_timings_follow_client_go_ratios():
+    t = Timings.from_lease_duration(15)
+    assert (t.lease_duration, t.renew_deadline, t.retry_period) == (15, 10, 3)
+
+
+def test_impersonation_headers_from_kubeconfig_user():
+    kc = {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"user": "u", "cluster": "k"}}],
+        "users": [{"name": "u", "user": {"as": "system:serviceaccount:ns:sa"}}],
+    }
+    assert impersonation_headers(kc) == {"Impersonate-User": "system:serviceaccount:ns:sa"}
+    kc["users"][0]["user"] = {}
+    assert impersonation_headers(kc) == {}
+
+
+def test_resource_paths():
+    assert resource_path(STAGE, "ns", "s", "status") == (
+        "/apis/kargo.akuity.io/v1alpha1/namespaces/ns/stages/s/status"
+    )
+    assert resource_path(CONFIG_MAP, "ns") == "/api/v1/namespaces/ns/configmaps"
+    assert resource_path(CLUSTER_ANALYSIS_TEMPLATE, "ns", "t") == (
+        "/apis/argoproj.io/v1alpha1/clusteranalysistemplates/t"
+    )
+    assert resource_path(STAGE, None) == "/apis/kargo.akuity.io/v1alpha1/stages"
+
+
+def test_error_classification():
+    exists = ApiException(status=409, reason="Conflict")
+    exists.body = '{"kind":"Status","reason":"AlreadyExists"}'
+    stale = ApiException(status=409, reason="Conflict")
+    stale.body = '{"kind":"Status","reason":"Conflict"}'
+    assert is_already_exists(exists) and not is_already_exists(stale)
+    for status in (0, 429, 500, 503, 504):
+        assert is_transient(ApiException(status=status))
+    for status in (400, 403, 404, 409, 422):
+        assert not is_transient(ApiException(status=status))
+    assert is_transient(TimeoutError())
+
+
+def test_flags_and_defaults(monkeypatch):
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    args = cli.parser().parse_args([])
+    assert args.leader_elect is True
+    assert args.bind_address == ("0.0.0.0", 8080)
+    assert args.controllers == ["stage-verification", "rollout-plugins"]
+    assert args.namespaces == []
+    assert (args.workers, args.resync_period, args.lease_duration) == (4, 300, 15)
+    assert args.leader_election_namespace == "rollgate-system"
+    assert args.rollouts_deployment == "argo-rollouts"
+    args = cli.parser().parse_args(
+        ["--no-leader-elect", "--namespaces", "a, b", "--controllers", "stage-verification"]
+    )
+    assert (args.leader_elect, args.namespaces, args.controllers) == (
+        False, ["a", "b"], ["stage-verification"])
+
+
+def test_unknown_controller_is_named():
+    with pytest.raises(controllers.UnknownController, match="nope"):
+        controllers.load("nope")
+
+
+def test_health_server_serves_probes_and_metrics():
+    state = {"ready": (False, "caches not synced: stages")}
+    metrics = Metrics()
+    metrics.queue_depth.labels("x").set(3)
+    server = HealthServer(host="127.0.0.1", port=0, metrics=metrics, ready=lambda: state["ready"])
+    server.start()
+    host, port = server.address
+    base = f"http://{host}:{port}"
+    try:
+        assert urllib.request.urlopen(base + "/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + "/readyz")
+        assert err.value.code == 503
+        state["ready"] = (True, "ok")
+        assert urllib.request.urlopen(base + "/readyz").status == 200
+        body = urllib.request.urlopen(base + "/metrics").read().decode()
+        assert 'rollgate_reconciler_queue_depth{controller="x"} 3.0' in body
+    finally:
+        server.stop()

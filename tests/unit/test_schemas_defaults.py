@@ -1,0 +1,164 @@
+"""Default patches: what they set, that they are idempotent, and that they never raise."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+import schemas
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def apply(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    """A tiny RFC 6902 applier (add/replace/remove), independent of schemas' own."""
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        *parents, last = _tokens(op["path"])
+        node = doc
+        for token in parents:
+            node = node[int(token)] if isinstance(node, list) else node[token]
+        key: Any = int(last) if isinstance(node, list) else last
+        if op["op"] == "remove":
+            del node[key]
+        elif op["op"] == "replace":
+            assert key in node if isinstance(node, dict) else key < len(node)
+            node[key] = op["value"]
+        elif op["op"] == "add":
+            if isinstance(node, list):
+                node.insert(key, op["value"])
+            else:
+                node[key] = op["value"]
+        else:
+            raise AssertionError(f"unexpected op {op}")
+    return doc
+
+
+STAGE_ANALYSIS = {
+    "kind": "Stage",
+    "spec": {
+        "analysis": {
+            "templates": [
+                {"templateName": "a"},
+                {"templateName": "b", "clusterScope": True},
+                {"templateName": "c", "clusterScope": None},
+            ]
+        }
+    },
+}
+STAGE_VERIFICATION = {
+    "kind": "Stage",
+    "spec": {
+        "verification": {
+            "analysisTemplates": [
+                {"name": "a"},
+                {"name": "b", "kind": "ClusterAnalysisTemplate"},
+            ]
+        }
+    },
+}
+ROLLOUT_MANAGER = {
+    "kind": "RolloutManager",
+    "spec": {
+        "plugins": {
+            "trafficManagement": [
+                {"name": "a/x", "location": "file:///x", "sha256": "  ABCDEF" + "0" * 58 + "\n"}
+            ],
+            "metric": [
+                {"name": "a/y", "location": "file:///y", "sha256": "   "},
+                {"name": "a/z", "location": "file:///z", "sha256": "0" * 64},
+                {"name": "a/w", "location": "file:///w"},
+            ],
+        }
+    },
+}
+
+
+def test_stage_analysis_defaults_cluster_scope() -> None:
+    ops = schemas.default_patch(STAGE_ANALYSIS)
+    assert ops == [
+        {"op": "add", "path": "/spec/analysis/templates/0/clusterScope", "value": False},
+        {"op": "add", "path": "/spec/analysis/templates/2/clusterScope", "value": False},
+    ]
+    assert ops == schemas.stage_default_patch(STAGE_ANALYSIS)
+    patched = apply(STAGE_ANALYSIS, ops)
+    assert [t["clusterScope"] for t in patched["spec"]["analysis"]["templates"]] == [
+        False,
+        True,
+        False,
+    ]
+    assert schemas.default_patch(patched) == []
+
+
+def test_stage_verification_defaults_kind() -> None:
+    ops = schemas.default_patch(STAGE_VERIFICATION)
+    assert ops == [
+        {
+            "op": "add",
+            "path": "/spec/verification/analysisTemplates/0/kind",
+            "value": "AnalysisTemplate",
+        }
+    ]
+    patched = apply(STAGE_VERIFICATION, ops)
+    assert schemas.default_patch(patched) == []
+
+
+def test_rollout_manager_sha256_trimmed_lowercased_or_removed() -> None:
+    ops = schemas.rollout_manager_default_patch(ROLLOUT_MANAGER)
+    assert ops == schemas.default_patch(ROLLOUT_MANAGER)
+    patched = apply(ROLLOUT_MANAGER, ops)
+    plugins = patched["spec"]["plugins"]
+    assert plugins["trafficManagement"][0]["sha256"] == "abcdef" + "0" * 58
+    assert "sha256" not in plugins["metric"][0]
+    assert plugins["metric"][1]["sha256"] == "0" * 64
+    assert "sha256" not in plugins["metric"][2]
+    assert schemas.default_patch(patched) == []
+
+
+def test_patch_touches_only_defaulted_fields() -> None:
+    ops = schemas.default_patch(ROLLOUT_MANAGER)
+    assert {op["path"] for op in ops} == {
+        "/spec/plugins/trafficManagement/0/sha256",
+        "/spec/plugins/metric/0/sha256",
+    }
+
+
+def test_input_is_not_modified() -> None:
+    before = copy.deepcopy(ROLLOUT_MANAGER)
+    schemas.default_patch(ROLLOUT_MANAGER)
+    assert before == ROLLOUT_MANAGER
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        [],
+        "Stage",
+        {"kind": "Stage"},
+        {"kind": "Stage", "spec": []},
+        {"kind": "Stage", "spec": {"analysis": {"templates": "x"}}},
+        {"kind": "Stage", "spec": {"analysis": {"templates": [1, None, [], "x"]}}},
+        {"kind": "Stage", "spec": {"verification": {"analysisTemplates": {"name": "a"}}}},
+        {"kind": "RolloutManager", "spec": {"plugins": [1]}},
+        {"kind": "RolloutManager", "spec": {"plugins": {"metric": [1, {"sha256": 5}]}}},
+        {"kind": "ConfigMap", "spec": {"analysis": {"templates": [{"templateName": "a"}]}}},
+    ],
+)
+def test_garbage_gives_no_patch_and_no_exception(obj: Any) -> None:
+    assert schemas.default_patch(obj) == []
+
+
+def test_pointer_escaping() -> None:
+    from schemas.pointer import apply_patch, to_pointer
+
+    assert to_pointer(("metadata", "labels", "a/b~c")) == "/metadata/labels/a~1b~0c"
+    doc = {"metadata": {"labels": {"a/b~c": "x"}}}
+    op = {"op": "replace", "path": "/metadata/labels/a~1b~0c", "value": "y"}
+    patched = apply_patch(doc, [op])
+    assert patched == {"metadata": {"labels": {"a/b~c": "y"}}}
+    assert doc == {"metadata": {"labels": {"a/b~c": "x"}}}

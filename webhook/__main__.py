@@ -1,0 +1,114 @@
+"""``python -m webhook``: serve the webhook with gunicorn over TLS, in the foreground.
+
+    python -m webhook --bind 127.0.0.1:8443 --tls-cert-file tls.crt --tls-key-file tls.key \\
+        [--kubeconfig F] [--allow-http-plugins] [--workers N] [--threads N] \\
+        [--lookup-timeout S]
+
+Without ``--kubeconfig`` the in-cluster config is used when available; otherwise the
+cross-object warnings are off (logged once per worker) and everything else works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+from webhook.config import WebhookConfig
+
+log = logging.getLogger("rollgate.webhook")
+
+BENCH_NOOP_ENV = "ROLLGATE_WEBHOOK_BENCH_NOOP"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m webhook", description=__doc__.splitlines()[0])
+    p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT (default 0.0.0.0:8443)")
+    p.add_argument("--tls-cert-file", required=True)
+    p.add_argument("--tls-key-file", required=True)
+    p.add_argument("--kubeconfig", default=None, help="default: in-cluster config if any")
+    p.add_argument("--allow-http-plugins", action="store_true",
+                   help="accept http:// plugin locations")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--lookup-timeout", type=float, default=2.0,
+                   help="seconds for each cross-object look-up (default 2)")
+    p.add_argument("--cache-ttl", type=float, default=5.0,
+                   help="seconds a look-up answer is reused (default 5)")
+    p.add_argument("--log-level", default="info",
+                   choices=["debug", "info", "warning", "error"])
+    return p.parse_args(argv)
+
+
+def api_client(kubeconfig: str | None) -> Any:
+    """An official-client ApiClient, or None when no cluster is configured."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except ConfigException:
+        log.warning("no kubeconfig and not in a cluster: cross-object warnings are off")
+        return None
+    return client.ApiClient(cfg)
+
+
+def webhook_config(args: argparse.Namespace) -> WebhookConfig:
+    return WebhookConfig(
+        allow_http_plugins=args.allow_http_plugins,
+        lookup_timeout=args.lookup_timeout,
+        cache_ttl=args.cache_ttl,
+        api_client=api_client(args.kubeconfig),
+        bench_noop=os.environ.get(BENCH_NOOP_ENV) == "1",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for path in (args.tls_cert_file, args.tls_key_file):
+        if not os.path.isfile(path):
+            print(f"python -m webhook: {path}: no such file", file=sys.stderr)
+            return 2
+    # Before anything imports prometheus-client: workers share metrics through files.
+    own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
+    if own_metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rollgate-metrics-")
+
+    from gunicorn.app.base import BaseApplication
+
+    from webhook.gunicorn_conf import settings
+    from webhook.logs import configure
+
+    configure(level=args.log_level)
+
+    class Server(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            for key, value in settings(
+                bind=args.bind, certfile=args.tls_cert_file, keyfile=args.tls_key_file,
+                workers=args.workers, threads=args.threads, log_level=args.log_level,
+            ).items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            # Runs in each worker after fork: its own API client and connection pool.
+            from webhook.app import create_app
+
+            return create_app(webhook_config(args))
+
+    try:
+        Server().run()
+    finally:
+        if own_metrics_dir:
+            shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""AdmissionReview in, AdmissionReview out: the HTTP contract of DESIGN.md as pure
+functions over dicts. No Flask, no I/O: the look-ups arrive as callables, so every
+branch is testable without a server and the benchmark can time the decision alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+import schemas
+from webhook.config import Lookups
+
+API_VERSION = "admission.k8s.io/v1"
+Action = Literal["validate", "mutate"]
+
+
+class Target(TypedDict):
+    group: str
+    kind: str
+
+
+# The endpoint's resource -> the (group, kind) it admits; anything else passes untouched.
+TARGETS: dict[str, Target] = {
+    "stages": {"group": "kargo.akuity.io", "kind": "Stage"},
+    "rolloutmanagers": {"group": "argoproj.io", "kind": "RolloutManager"},
+}
+
+_CHECKED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer: HTTP 400 with this reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The response body plus what the metrics and logs want to know about it."""
+
+    body: dict[str, Any]
+    result: Literal["allowed", "denied", "patched", "skipped", "error"]
+
+
+def parse_review(body: Any) -> dict[str, Any]:
+    """Check the envelope and return ``request``; raises :class:`BadReview`."""
+    if not isinstance(body, dict):
+        raise BadReview("request body must be a JSON object (an AdmissionReview)")
+    if body.get("apiVersion") != API_VERSION or body.get("kind") != "AdmissionReview":
+        raise BadReview(f"request body must be an {API_VERSION} AdmissionReview")
+    request = body.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("AdmissionReview has no request")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("AdmissionReview request has no uid")
+    return request
+
+
+def _envelope(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def allow(uid: str, *, warnings: list[str] | None = None,
+          patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if warnings:
+        response["warnings"] = warnings
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(
+            json.dumps(patch, separators=(",", ":")).encode()
+        ).decode("ascii")
+    return _envelope(response)
+
+
+def deny(uid: str, *, code: int, reason: str, message: str,
+         details: dict[str, Any] | None = None,
+         warnings: list[str] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "metadata": {}, "status": "Failure", "code": code, "reason": reason, "message": message,
+    }
+    if details:
+        status["details"] = details
+    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
+    if warnings:
+        response["warnings"] = warnings
+    return _envelope(response)
+
+
+def fault(uid: str, *, action: Action) -> dict[str, Any]:
+    """The answer when checking itself failed: validation fails closed with a 500 code
+    (the API server shows it to the user), mutation lets the object through unchanged
+    because its failurePolicy is Ignore anyway and a default is not worth a rejection."""
+    if action == "mutate":
+        return allow(uid)
+    return deny(uid, code=500, reason="InternalError",
+                message="rollgate webhook: internal error while validating; see webhook logs")
+
+
+def _object_name(request: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    for candidate in (meta.get("name"), request.get("name"), meta.get("generateName")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return ""
+
+
+def _request_kind(request: Mapping[str, Any], obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(group, kind) from ``request.kind``, else from the object's apiVersion/kind."""
+    gvk = request.get("kind")
+    if isinstance(gvk, dict) and isinstance(gvk.get("kind"), str):
+        group = gvk.get("group")
+        return (group if isinstance(group, str) else ""), gvk["kind"]
+    api_version = obj.get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    kind = obj.get("kind")
+    return group, (kind if isinstance(kind, str) else "")
+
+
+def _with_namespace(obj: dict[str, Any], namespace: Any) -> dict[str, Any]:
+    """Look-ups resolve in the object's namespace; an object sent without
+    ``metadata.namespace`` gets the request's (a shallow copy, the input stays as is)."""
+    meta = obj.get("metadata")
+    if not isinstance(namespace, str) or not namespace or not isinstance(meta, dict):
+        return obj
+    if meta.get("namespace"):
+        return obj
+    return {**obj, "metadata": {**meta, "namespace": namespace}}
+
+
+def _is_checked(request: Mapping[str, Any], resource: str) -> dict[str, Any] | None:
+    """The object to check, or None when this request passes untouched (DELETE,
+    CONNECT, subresources, other kinds)."""
+    if request.get("operation") not in _CHECKED_OPERATIONS or request.get("subResource"):
+        return None
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return None
+    group, kind = _request_kind(request, obj)
+    target = TARGETS[resource]
+    if kind != target["kind"] or group != target["group"]:
+        return None
+    return obj
+
+
+def warning_text(finding: schemas.Finding) -> str:
+    return f"{finding.field}: {finding.message}"
+
+
+def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
+             allow_http_plugins: bool = False) -> Outcome:
+    """The validating decision for one parsed ``request`` (see :func:`parse_review`)."""
+    uid = request["uid"]
+    obj = _is_checked(request, resource)
+    if obj is None:
+        if request.get("operation") in _CHECKED_OPERATIONS and not isinstance(
+            request.get("object"), dict
+        ) and not request.get("subResource"):
+            # A CREATE/UPDATE without an object cannot be judged; failing closed is
+            # the validating webhook's policy.
+            return Outcome(deny(uid, code=400, reason="BadRequest",
+                                message="AdmissionReview request has no object"), "denied")
+        return Outcome(allow(uid), "skipped")
+    obj = _with_namespace(obj, request.get("namespace"))
+    findings = schemas.check(
+        obj,
+        template_lookup=lookups.template,
+        rollout_managers=lookups.rollout_managers,
+        allow_http_plugins=allow_http_plugins,
+    )
+    old = request.get("oldObject")
+    if request.get("operation") == "UPDATE" and isinstance(old, dict):
+        findings = schemas.ratchet(findings, obj=obj, old_obj=old)
+    errors = schemas.errors(findings)
+    warnings = [warning_text(f) for f in schemas.warnings(findings)]
+    if not errors:
+        return Outcome(allow(uid, warnings=warnings), "allowed")
+    kind = TARGETS[resource]["kind"]
+    name = _object_name(request, obj)
+    message = f'{kind} "{name}" is invalid: ' + "; ".join(
+        f"{f.field}: {f.message}" for f in errors
+    )
+    details = {
+        "name": name,
+        "group": TARGETS[resource]["group"],
+        "kind": kind,
+        "causes": [
+            {"reason": "FieldValueInvalid", "field": f.field, "message": f.message}
+            for f in errors
+        ],
+    }
+    return Outcome(
+        deny(uid, code=422, reason="Invalid", message=message, details=details,
+             warnings=warnings),
+        "denied",
+    )
+
+
+def mutate(request: dict[str, Any], *, resource: str) -> Outcome:
+    """The mutating decision: defaults as a JSONPatch; never denies, never warns."""
+    uid = request["uid"]
+    obj = _is_checked(request, resource)
+    if obj is None:
+        return Outcome(allow(uid), "skipped")
+    ops = schemas.default_patch(obj)
+    if not ops:
+        return Outcome(allow(uid), "allowed")
+    return Outcome(allow(uid, patch=ops), "patched")
+
+
+def review(body: Any, *, action: Action, resource: str, lookups: Lookups | None = None,
+           allow_http_plugins: bool = False) -> Outcome:
+    """Body in, response out, for callers that have already parsed JSON (the bench).
+
+    Raises :class:`BadReview` for a body that is not an AdmissionReview; any other
+    exception is the caller's internal fault (see :func:`fault`).
+    """
+    request = parse_review(body)
+    if action == "validate":
+        return validate(request, resource=resource, lookups=lookups or Lookups(),
+                        allow_http_plugins=allow_http_plugins)
+    return mutate(request, resource=resource)

@@ -1,0 +1,56 @@
+"""JSON log lines, one object per line, for the webhook and gunicorn alike, so a log
+pipeline can filter on fields (uid, endpoint, result) instead of parsing text."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from gunicorn import glogging
+
+# Attributes every LogRecord has; anything else was passed via ``extra=`` and is
+# emitted as a field.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure(*, level: str = "INFO") -> None:
+    """Send the application's loggers to stderr as JSON (inherited by forked workers)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+class GunicornJsonLogger(glogging.Logger):
+    """gunicorn's own logger with JSON formatting. The access log stays off unless
+    gunicorn's ``accesslog`` is set: formatting it costs more than the admission
+    decision itself, and decisions that matter (denials, faults) are logged anyway."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for logger in (self.error_log, self.access_log):
+            for handler in logger.handlers:
+                handler.setFormatter(JsonFormatter())

@@ -1,0 +1,133 @@
+"""Cross-object look-ups for the validating webhook, through the official client.
+
+They only feed warnings, so they must never make admission slow or fail: each call
+has a short ``_request_timeout``, answers are cached for a few seconds keyed by
+(kind, namespace, name), and any API error or timeout becomes
+``schemas.LookupUnavailable`` (schemas then skips those warnings). A failure is cached
+too, briefly, so an unreachable API server costs one timeout per key and TTL instead of
+one per admission request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+import schemas
+from webhook.config import Lookups
+
+log = logging.getLogger("rollgate.webhook.lookups")
+
+GROUP = "argoproj.io"
+VERSION = "v1alpha1"
+_PLURALS = {
+    "AnalysisTemplate": "analysistemplates",
+    "ClusterAnalysisTemplate": "clusteranalysistemplates",
+}
+
+CacheKey = tuple[str, str, str]
+
+
+class _Failed:
+    """Cached marker for a look-up that failed; re-raised as LookupUnavailable."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class TTLCache:
+    """A small thread-safe TTL cache with an entry cap (oldest evicted first), because
+    gthread workers serve requests from several threads and the key space is
+    user-controlled (template names in submitted objects)."""
+
+    def __init__(self, *, ttl: float, max_entries: int = 1024,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._max = max_entries
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._data: OrderedDict[CacheKey, tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: CacheKey) -> tuple[bool, Any]:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is None:
+                return False, None
+            expires, value = hit
+            if expires <= self._clock():
+                del self._data[key]
+                return False, None
+            return True, value
+
+    def put(self, key: CacheKey, value: Any, *, ttl: float | None = None) -> None:
+        with self._lock:
+            self._data[key] = (self._clock() + (self._ttl if ttl is None else ttl), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self._max:
+                self._data.popitem(last=False)
+
+
+class ClusterLookups:
+    """Template and RolloutManager look-ups against the API server."""
+
+    def __init__(self, api_client: k8s.ApiClient, *, timeout: float = 2.0, ttl: float = 5.0,
+                 failure_ttl: float | None = None, max_entries: int = 1024) -> None:
+        self._api = k8s.CustomObjectsApi(api_client)
+        self._timeout = timeout
+        self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
+        self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
+
+    def _cached(self, key: CacheKey, fetch: Callable[[], Any]) -> Any:
+        found, value = self._cache.get(key)
+        if not found:
+            try:
+                value = fetch()
+            except ApiException as exc:
+                if exc.status == 404:
+                    value = None
+                else:
+                    value = _Failed(f"API error {exc.status} {exc.reason}")
+            except Exception as exc:  # timeouts, refused connections, TLS errors
+                value = _Failed(f"{type(exc).__name__}: {exc}")
+            failed = isinstance(value, _Failed)
+            if failed:
+                log.warning("look-up failed", extra={"key": "/".join(key), "error": value.reason})
+            self._cache.put(key, value, ttl=self._failure_ttl if failed else None)
+        if isinstance(value, _Failed):
+            raise schemas.LookupUnavailable(value.reason)
+        return value
+
+    def template(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        plural = _PLURALS.get(kind)
+        if plural is None:
+            return None
+        if kind == "ClusterAnalysisTemplate":
+            def fetch() -> Any:
+                return self._api.get_cluster_custom_object(
+                    GROUP, VERSION, plural, name, _request_timeout=self._timeout)
+        else:
+            def fetch() -> Any:
+                return self._api.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, _request_timeout=self._timeout)
+        return self._cached((kind, namespace if plural != "clusteranalysistemplates" else "",
+                             name), fetch)
+
+    def rollout_managers(self, namespace: str) -> list[dict[str, Any]]:
+        def fetch() -> Any:
+            listing = self._api.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, "rolloutmanagers", _request_timeout=self._timeout)
+            return listing.get("items") or []
+
+        return list(self._cached(("RolloutManager", namespace, ""), fetch) or [])
+
+    def as_lookups(self) -> Lookups:
+        return Lookups(template=self.template, rollout_managers=self.rollout_managers)

@@ -1,0 +1,51 @@
+"""Prometheus metrics: requests and latency by endpoint and result.
+
+gunicorn runs several worker processes, each with its own counters. When
+``PROMETHEUS_MULTIPROC_DIR`` is set (``python -m webhook`` sets it to a fresh temp
+dir before any worker starts) prometheus-client keeps the values in files there and
+``/metrics`` aggregates every worker, so a scrape that lands on any worker sees the
+whole server. Without it (tests, in-process use) the ordinary registry is used.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+REQUESTS = Counter(
+    "rollgate_webhook_requests_total",
+    "Admission requests by endpoint and result "
+    "(allowed, patched, denied, skipped, bad_request, error).",
+    ["endpoint", "result"],
+)
+LATENCY = Histogram(
+    "rollgate_webhook_request_duration_seconds",
+    "Time to answer an admission request, by endpoint and result.",
+    ["endpoint", "result"],
+    # The API server's webhook timeout is seconds; the interesting range is sub-ms
+    # to tens of ms, plus the look-up timeout tail.
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+
+
+def observe(*, endpoint: str, result: str, seconds: float) -> None:
+    REQUESTS.labels(endpoint, result).inc()
+    LATENCY.labels(endpoint, result).observe(seconds)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text exposition and its content type, across workers when multiprocess."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
