@@ -55,7 +55,7 @@ class Case(TypedDict):
     allowed: bool
 
 
-class Result(TypedDict):
+class Result(TypedDict, total=False):
     case: str
     mode: str
     requests: int
@@ -63,6 +63,8 @@ class Result(TypedDict):
     rps: float
     median_ms: float
     p99_ms: float
+    # over TLS: this case's requests/s divided by the no-op's, one value per round
+    round_ratios: list[float]
 
 
 def cases() -> list[Case]:
@@ -240,6 +242,7 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
     plan = [NOOP, *cases()]
     latencies: dict[str, list[float]] = {c["name"]: [] for c in plan}
     seconds: dict[str, float] = dict.fromkeys(latencies, 0.0)
+    round_rps: list[dict[str, float]] = []
     per_slice = duration / rounds
     with tempfile.TemporaryDirectory(prefix="rollgate-bench-") as tmp:
         server = Server(workdir=Path(tmp), workers=server_workers, threads=server_threads)
@@ -248,6 +251,7 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
             with ctx.Pool(clients) as pool:
                 for rnd in range(-1, rounds):  # round -1 warms up and is not counted
                     shift = max(rnd, 0) % len(plan)
+                    this_round: dict[str, float] = {}
                     for case in plan[shift:] + plan[:shift]:
                         raw = json.dumps(case["body"]).encode()
                         limit = 50 if rnd < 0 else max_requests // (clients * rounds)
@@ -257,11 +261,19 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
                         started = time.perf_counter()
                         parts = pool.starmap(_client_process, [args] * clients)
                         if rnd >= 0:
-                            seconds[case["name"]] += time.perf_counter() - started
-                            latencies[case["name"]] += [x for part in parts for x in part]
+                            took = time.perf_counter() - started
+                            done = [x for part in parts for x in part]
+                            seconds[case["name"]] += took
+                            latencies[case["name"]] += done
+                            this_round[case["name"]] = len(done) / took
+                    if rnd >= 0:
+                        round_rps.append(this_round)
         finally:
             server.stop()
-    return [_summary(name, "tls", latencies[name], seconds[name]) for name in latencies]
+    results = [_summary(name, "tls", latencies[name], seconds[name]) for name in latencies]
+    for result in results:
+        result["round_ratios"] = [r[result["case"]] / r["noop"] for r in round_rps]
+    return results
 
 
 # ---------------------------------------------------------------------- report
@@ -281,7 +293,12 @@ def report(results: list[Result]) -> str:
         lines.append(f"\n{mode}: requests/s relative to the no-op handler ({base:.0f} req/s)")
         for r in results:
             if r["mode"] == mode and r["case"] != "noop":
-                lines.append(f"  {r['case']:<14} {r['rps'] / base:6.1%}")
+                line = f"  {r['case']:<14} {r['rps'] / base:6.1%}"
+                if r.get("round_ratios"):
+                    ratios = r["round_ratios"]
+                    line += (f"   per round: median {statistics.median(ratios):6.1%}, "
+                             f"min {min(ratios):6.1%}, max {max(ratios):6.1%}")
+                lines.append(line)
     return "\n".join(lines)
 
 

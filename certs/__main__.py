@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from certs.bundle import ca_bundle
@@ -66,14 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bundle":
         print(ca_bundle(args.ca_file))
         return 0
+    from kubernetes.client.exceptions import ApiException
+
     from certs.inject import inject
 
-    done = inject(
-        _api_client(args.kubeconfig),
-        bundle=ca_bundle(args.ca_file),
-        validating=args.validating or ["rollgate"],
-        mutating=args.mutating or ["rollgate"],
-    )
+    try:
+        done = inject(
+            _api_client(args.kubeconfig),
+            bundle=ca_bundle(args.ca_file),
+            validating=args.validating or ["rollgate"],
+            mutating=args.mutating or ["rollgate"],
+        )
+    except ApiException as exc:
+        # The API server's own words (e.g. `... "rollgate" not found`), not a traceback.
+        try:
+            reason = json.loads(exc.body or "{}").get("message") or exc.reason
+        except ValueError:
+            reason = exc.reason
+        print(f"python -m certs inject: {reason}", file=sys.stderr)
+        return 1
     for item in done:
         print(f"{item}: caBundle set")
     return 0

@@ -7,10 +7,8 @@ CRDs, the Namespace/ServiceAccount/RBAC objects from ``manifests/``, the webhook
 (gunicorn over TLS with certificates from ``certs``) registered with a URL client
 config, and on request the reconciler.
 
-Every child runs in its own process group and is tracked in a module-level registry,
-so ``stop()``, an ``atexit`` hook, SIGTERM/SIGHUP handlers and the kernel's
-parent-death signal all end the whole tree: a failed test or Ctrl-C leaves no etcd,
-kube-apiserver, gunicorn or reconciler behind.
+Children are ``k8sprocess.ManagedProcess``es: a failed test, Ctrl-C or a killed
+harness leaves no etcd, kube-apiserver, gunicorn or reconciler behind.
 
 Identities: the admin kubeconfig carries a client certificate in ``system:masters``.
 ServiceAccount kubeconfigs carry a client certificate whose subject *is* the
@@ -22,34 +20,36 @@ which ignores ``as:`` (so the webhook and reconciler would silently run as admin
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
-import datetime
-import ipaddress
 import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from k8spki import CA, pem_cert, pem_key, write_kubeconfig
+from k8sprocess import ManagedProcess, free_port, http_ok, install_signal_handlers
+from k8sprocess import ProcessError as ControlPlaneError
+
+__all__ = [
+    "BinariesMissing",
+    "ControlPlane",
+    "ControlPlaneError",
+    "ManagedProcess",
+    "find_binaries",
+    "free_port",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSION_FILE = REPO_ROOT / "hack" / "k8s" / "VERSION"
@@ -64,10 +64,6 @@ BINARY_NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
 INSTALLED_KINDS = frozenset(
     {"Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 )
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane (or a process on it) could not be started."""
 
 
 class BinariesMissing(ControlPlaneError):
@@ -113,282 +109,6 @@ def find_binaries() -> Binaries:
         kube_controller_manager=paths["kube-controller-manager"],
         kubectl=paths["kubectl"],
     )
-
-
-# --------------------------------------------------------------------------- processes
-
-_LIVE: set[ManagedProcess] = set()
-_LIVE_LOCK = threading.Lock()
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: if the harness dies (even by SIGKILL), the
-    kernel sends the child SIGTERM, the last line of defence against strays."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ManagedProcess:
-    """A child process in its own process group, with its output in a log file."""
-
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        log_path: Path,
-        url: str = "",
-        env: dict[str, str] | None = None,
-        cwd: Path | None = None,
-        ready_check: Callable[[], bool] | None = None,
-        stop_timeout: float = 10.0,
-    ) -> None:
-        self.name = name
-        self.argv = list(argv)
-        self.log_path = log_path
-        self.url = url
-        self._ready_check = ready_check
-        self._stop_timeout = stop_timeout
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self._log.write(f"--- {name}: {' '.join(self.argv)}\n".encode())
-        self._log.flush()
-        self.popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-        with _LIVE_LOCK:
-            _LIVE.add(self)
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to the whole process group (e.g. gunicorn and its workers)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, sig)
-
-    def stop(self, timeout: float | None = None) -> None:
-        """SIGTERM the group, wait, then SIGKILL whatever is left of it."""
-        timeout = self._stop_timeout if timeout is None else timeout
-        if self.alive():
-            self.kill(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout)
-        # The leader may be gone while its children (gunicorn workers) linger.
-        self.kill(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(5)
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        with contextlib.suppress(Exception):
-            self._log.close()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        """Poll the readiness check until it passes; fail early if the process exits."""
-        check = self._ready_check or (lambda: _http_ok(self.url + "/readyz"))
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.alive():
-                raise ControlPlaneError(
-                    f"{self.name} exited with code {self.popen.returncode}; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            if check():
-                return
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(
-                    f"{self.name} not ready after {timeout:.0f}s; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(0.1)
-
-
-def stop_all() -> None:
-    """Stop every process the harness started, newest first (clients before servers)."""
-    with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for proc in sorted(procs, key=lambda p: p.pid, reverse=True):
-        with contextlib.suppress(Exception):
-            proc.stop(timeout=5)
-
-
-atexit.register(stop_all)
-
-
-def _install_signal_handlers() -> None:
-    """Turn SIGTERM/SIGHUP into SystemExit so finally-blocks and atexit run.
-
-    SIGINT already raises KeyboardInterrupt, which pytest and hack/dev.py handle.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def _exit(signum: int, _frame: Any) -> None:
-        stop_all()
-        raise SystemExit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) in (signal.SIG_DFL, None):
-            signal.signal(sig, _exit)
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError, ssl.SSLError):
-        return False
-
-
-# --------------------------------------------------------------------------- PKI
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def _pem_key(key: Any) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _pem_cert(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-@dataclass(slots=True)
-class _CA:
-    key: ec.EllipticCurvePrivateKey
-    cert: x509.Certificate
-
-    @classmethod
-    def create(cls, common_name: str) -> _CA:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - datetime.timedelta(minutes=5))
-            .not_valid_after(_now() + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(key, hashes.SHA256())
-        )
-        return cls(key=key, cert=cert)
-
-    def issue(
-        self,
-        *,
-        common_name: str,
-        organizations: Iterable[str] = (),
-        sans: Iterable[str] = (),
-        server: bool = False,
-    ) -> tuple[bytes, bytes]:
-        """A leaf certificate; returns (cert PEM, key PEM)."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - datetime.timedelta(minutes=5))
-            .not_valid_after(_now() + datetime.timedelta(days=30))
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
-        )
-        names: list[x509.GeneralName] = []
-        for san in sans:
-            try:
-                names.append(x509.IPAddress(ipaddress.ip_address(san)))
-            except ValueError:
-                names.append(x509.DNSName(san))
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
-        return _pem_cert(cert), _pem_key(key)
-
-
-# --------------------------------------------------------------------------- kubeconfig
-
-
-def _b64(data: bytes) -> str:
-    import base64
-
-    return base64.b64encode(data).decode()
-
-
-def write_kubeconfig(
-    path: Path, *, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str
-) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "rollgate",
-                "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": _b64(cert_pem),
-                    "client-key-data": _b64(key_pem),
-                },
-            }
-        ],
-        "contexts": [{"name": "rollgate", "context": {"cluster": "rollgate", "user": user}}],
-        "current-context": "rollgate",
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-    return path
 
 
 # --------------------------------------------------------------------------- the plane
@@ -451,7 +171,7 @@ class ControlPlane:
 
     def start(self) -> ControlPlane:
         self.binaries = find_binaries()
-        _install_signal_handlers()
+        install_signal_handlers()
         started = time.monotonic()
         try:
             self._make_pki()
@@ -480,6 +200,11 @@ class ControlPlane:
         if remove_data and self.work_dir is not None:
             shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
 
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        """The processes this plane runs now, oldest first."""
+        return list(self._procs)
+
     def print_logs_hint(self) -> None:
         """Where the process logs are, for a failure message."""
         if self.logs_dir.exists():
@@ -500,8 +225,8 @@ class ControlPlane:
 
     def _make_pki(self) -> None:
         self.pki_dir.mkdir(parents=True, exist_ok=True)
-        self._ca = _CA.create("rollgate-test-ca")
-        self._ca_pem = _pem_cert(self._ca.cert)
+        self._ca = CA.create("rollgate-test-ca")
+        self._ca_pem = pem_cert(self._ca.cert)
         (self.pki_dir / "ca.crt").write_bytes(self._ca_pem)
         cert, key = self._ca.issue(
             common_name="kube-apiserver",
@@ -515,7 +240,7 @@ class ControlPlane:
             common_name="rollgate-admin", organizations=["system:masters"]
         )
         sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        (self.pki_dir / "sa.key").write_bytes(_pem_key(sa_key))
+        (self.pki_dir / "sa.key").write_bytes(pem_key(sa_key))
         (self.pki_dir / "sa.pub").write_bytes(
             sa_key.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -543,7 +268,9 @@ class ControlPlane:
                 "--log-level=warn",
             ],
             url=self.etcd_url,
-            ready_check=lambda: _http_ok(self.etcd_url + "/health"),
+            ready_check=lambda: http_ok(self.etcd_url + "/health"),
+            # Throwaway state: no graceful shutdown is worth a stray process.
+            death_signal=signal.SIGKILL,
         )
         proc.wait_ready(30)
         self._timed("etcd", started)
@@ -588,7 +315,9 @@ class ControlPlane:
                 "--v=1",
             ],
             url=self.server,
-            ready_check=lambda: _http_ok(self.server + "/readyz", self._admin_ssl),
+            ready_check=lambda: http_ok(self.server + "/readyz", self._admin_ssl),
+            # A SIGTERMed kube-apiserver whose etcd died with it hangs in shutdown.
+            death_signal=signal.SIGKILL,
             stop_timeout=15,
         )
         proc.wait_ready(60)
@@ -615,9 +344,10 @@ class ControlPlane:
                 "--v=1",
             ],
             url=f"https://127.0.0.1:{port}",
-            ready_check=lambda: _http_ok(
+            ready_check=lambda: http_ok(
                 f"https://127.0.0.1:{port}/healthz", ssl._create_unverified_context()
             ),
+            death_signal=signal.SIGKILL,
         )
         proc.wait_ready(30)
         self._timed("kube-controller-manager", started)
@@ -777,7 +507,7 @@ class ControlPlane:
             url=self.webhook_url,
             env=self._python_env(),
             cwd=self.repo_root,
-            ready_check=lambda: _http_ok(self.webhook_url + "/readyz", ctx),
+            ready_check=lambda: http_ok(self.webhook_url + "/readyz", ctx),
         )
         self.webhook.wait_ready(30)
         self._timed("webhook", started)
@@ -919,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with plane:
         print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
-            while all(p.alive() for p in plane._procs):
+            while all(p.alive() for p in plane.processes):
                 time.sleep(1)
     return 0
 

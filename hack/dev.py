@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -23,6 +24,11 @@ import controlplane
 
 REPO = controlplane.REPO_ROOT
 DEMO_NAMESPACE = "rollgate-demo"
+# The example Freight (examples/freight.yaml) as Kargo records a promotion.
+PROMOTE = (
+    '{"status":{"freightHistory":[{"items":{"Warehouse/guestbook":'
+    '{"name":"9d5c2ad6e7c7e5fa4a64f4d0a8d5c2a5b0c6e3f1"}}}]}}'
+)
 
 
 def follow(path: Path, prefix: str, stop: threading.Event) -> None:
@@ -82,9 +88,12 @@ def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
         f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml   # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/defaulting/                   # defaulted + warnings",
-        f"  kubectl get -n {ns} rolloutmanager defaulted -o yaml          # sha256 lowercased",
+        f"  kubectl get -n {ns} rolloutmanager defaulted -o yaml             # sha256 lowercased",
+        f"  kubectl get -n {ns} configmap argo-rollouts-config -o yaml       # synced plugins",
+        "  # promote the example Freight to Stage `test` (as Kargo would), watch the run:",
+        f"  kubectl patch -n {ns} stage test --subresource=status --type=merge -p "
+        f"{shlex.quote(PROMOTE)}",
         f"  kubectl get -n {ns} stages,analysisruns",
-        f"  kubectl get -n {ns} configmap argo-rollouts-config -o yaml",
         "",
         "Ctrl-C stops everything.",
         "",
@@ -98,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-reconciler", action="store_true")
     args = parser.parse_args(argv)
 
+    # Started in the background by a non-interactive shell, SIGINT arrives ignored;
+    # Ctrl-C (or `kill -INT`) must always tear down.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     plane = controlplane.ControlPlane(work_dir=args.work_dir, verbose=True)
     stop = threading.Event()
     try:
@@ -110,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             followed.append(("[reconciler]", reconciler.log_path))
         for prefix, path in followed:
             threading.Thread(target=follow, args=(path, prefix, stop), daemon=True).start()
-        core = [p for p in plane._procs if p is not reconciler]
+        core = [p for p in plane.processes if p is not reconciler]
         while True:
             dead = [p for p in core if not p.alive()]
             if dead:
@@ -128,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[dev] {err}", file=sys.stderr)
         return 1
     finally:
+        # A second Ctrl-C must not cut the teardown short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         stop.set()
         plane.stop()
 

@@ -73,7 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     options = dict(vars(args))
     pool = 8 + len(selected) * (args.workers + 8)
-    api = load_api_client(args.kubeconfig, pool_size=pool)
+    try:
+        api = load_api_client(args.kubeconfig, pool_size=pool)
+    except Exception as exc:
+        # No kubeconfig and not in a cluster: say so plainly instead of a traceback.
+        log.error("cannot configure the Kubernetes client: %s", exc)
+        return 1
     manager = Manager(api=api, controllers=selected, options=options)
     manager.install_signal_handlers()
     host, port = args.bind_address

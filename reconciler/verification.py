@@ -252,12 +252,5 @@ def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> boo
     return all(a.get(k) == b.get(k) for k in keys)
 
 
-def verified_in(freight: Mapping[str, Any], stage_name: str) -> Mapping[str, Any] | None:
-    return _dict(_dict(_dict(freight.get("status")).get("verifiedIn")).get(stage_name)) or (
-        None if stage_name not in _dict(_dict(freight.get("status")).get("verifiedIn"))
-        else {}
-    )
-
-
 def stages_in_verified_in(freight: Mapping[str, Any]) -> list[str]:
     return list(_dict(_dict(freight.get("status")).get("verifiedIn")))

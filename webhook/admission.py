@@ -31,6 +31,17 @@ TARGETS: dict[str, Target] = {
 
 _CHECKED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
+# The names manifests/webhook registers for each endpoint. The API server does not tell
+# a webhook its configured name, and kubectl shows only the causes of an Invalid
+# denial (not the message the API server prefixes with the webhook's name), so the
+# denial names the webhook itself in a cause (see :func:`validate`).
+WEBHOOK_NAMES: dict[str, str] = {
+    "/validate/stages": "validate-stages.rollgate.dev",
+    "/validate/rolloutmanagers": "validate-rolloutmanagers.rollgate.dev",
+    "/mutate/stages": "mutate-stages.rollgate.dev",
+    "/mutate/rolloutmanagers": "mutate-rolloutmanagers.rollgate.dev",
+}
+
 
 class BadReview(ValueError):
     """The body is not an AdmissionReview we can answer: HTTP 400 with this reason."""
@@ -132,10 +143,15 @@ def _with_namespace(obj: dict[str, Any], namespace: Any) -> dict[str, Any]:
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
+def _checked_operation(request: Mapping[str, Any]) -> bool:
+    operation = request.get("operation")
+    return isinstance(operation, str) and operation in _CHECKED_OPERATIONS
+
+
 def _is_checked(request: Mapping[str, Any], resource: str) -> dict[str, Any] | None:
     """The object to check, or None when this request passes untouched (DELETE,
     CONNECT, subresources, other kinds)."""
-    if request.get("operation") not in _CHECKED_OPERATIONS or request.get("subResource"):
+    if not _checked_operation(request) or request.get("subResource"):
         return None
     obj = request.get("object")
     if not isinstance(obj, dict):
@@ -157,9 +173,8 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     uid = request["uid"]
     obj = _is_checked(request, resource)
     if obj is None:
-        if request.get("operation") in _CHECKED_OPERATIONS and not isinstance(
-            request.get("object"), dict
-        ) and not request.get("subResource"):
+        if (_checked_operation(request) and not isinstance(request.get("object"), dict)
+                and not request.get("subResource")):
             # A CREATE/UPDATE without an object cannot be judged; failing closed is
             # the validating webhook's policy.
             return Outcome(deny(uid, code=400, reason="BadRequest",
@@ -184,13 +199,19 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     message = f'{kind} "{name}" is invalid: ' + "; ".join(
         f"{f.field}: {f.message}" for f in errors
     )
+    # First cause: who denied it, with no field (the object as a whole), the way
+    # Kubernetes' own ValidatingAdmissionPolicy names itself; kubectl prints it as
+    # `* : admission webhook "..." denied the request` above the field errors.
+    webhook_name = WEBHOOK_NAMES[f"/validate/{resource}"]
     details = {
         "name": name,
         "group": TARGETS[resource]["group"],
         "kind": kind,
         "causes": [
-            {"reason": "FieldValueInvalid", "field": f.field, "message": f.message}
-            for f in errors
+            {"reason": "FieldValueInvalid", "field": "",
+             "message": f'admission webhook "{webhook_name}" denied the request'},
+            *({"reason": "FieldValueInvalid", "field": f.field, "message": f.message}
+              for f in errors),
         ],
     }
     return Outcome(

@@ -44,6 +44,11 @@ def _parse_body() -> Any:
     """The JSON body; raises BadReview for anything that is not JSON. Reading the body
     enforces MAX_CONTENT_LENGTH (413) even without a Content-Length header."""
     raw = request.get_data(cache=False)
+    limit = request.max_content_length
+    if limit is not None and len(raw) >= limit and request.content_length is None:
+        # A chunked body is cut at the limit rather than refused; one more read tells
+        # "exactly at the limit" (b"") from "over it" (werkzeug raises 413).
+        request.stream.read(1)
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, deep nesting

@@ -1,11 +1,19 @@
 """Cross-object look-ups for the validating webhook, through the official client.
 
 They only feed warnings, so they must never make admission slow or fail: each call
-has a short ``_request_timeout``, answers are cached for a few seconds keyed by
-(kind, namespace, name), and any API error or timeout becomes
-``schemas.LookupUnavailable`` (schemas then skips those warnings). A failure is cached
-too, briefly, so an unreachable API server costs one timeout per key and TTL instead of
-one per admission request.
+has a short ``_request_timeout``, and any API error or timeout becomes
+``schemas.LookupUnavailable`` (schemas then skips those warnings).
+
+Caching, keyed by (kind, namespace, name), is for bursts (many Stages naming the same
+template), and only where a stale answer is harmless:
+- a template that exists is cached for ``ttl`` seconds;
+- "not found" is never cached: ``kubectl apply -f dir/`` creates a template and the
+  Stage that names it a moment apart, and a cached miss would warn about a template
+  that exists;
+- the RolloutManager list is never cached, for the same reason (two applied back to
+  back must see each other);
+- a failure is cached briefly, so an unreachable API server costs one timeout per key
+  and ``failure_ttl`` instead of one per admission request.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import schemas
+from webhook import metrics
 from webhook.config import Lookups
 
 log = logging.getLogger("rollgate.webhook.lookups")
@@ -86,9 +95,11 @@ class ClusterLookups:
         self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
 
-    def _cached(self, key: CacheKey, fetch: Callable[[], Any]) -> Any:
+    def _cached(self, key: CacheKey, fetch: Callable[[], Any], *, cache_hits: bool) -> Any:
         found, value = self._cache.get(key)
-        if not found:
+        if found:
+            metrics.LOOKUPS.labels(key[0], "error" if isinstance(value, _Failed) else "hit").inc()
+        else:
             try:
                 value = fetch()
             except ApiException as exc:
@@ -98,10 +109,14 @@ class ClusterLookups:
                     value = _Failed(f"API error {exc.status} {exc.reason}")
             except Exception as exc:  # timeouts, refused connections, TLS errors
                 value = _Failed(f"{type(exc).__name__}: {exc}")
-            failed = isinstance(value, _Failed)
-            if failed:
+            result = ("error" if isinstance(value, _Failed)
+                      else "not_found" if value is None else "found")
+            metrics.LOOKUPS.labels(key[0], result).inc()
+            if isinstance(value, _Failed):
                 log.warning("look-up failed", extra={"key": "/".join(key), "error": value.reason})
-            self._cache.put(key, value, ttl=self._failure_ttl if failed else None)
+                self._cache.put(key, value, ttl=self._failure_ttl)
+            elif value is not None and cache_hits:
+                self._cache.put(key, value)
         if isinstance(value, _Failed):
             raise schemas.LookupUnavailable(value.reason)
         return value
@@ -118,8 +133,8 @@ class ClusterLookups:
             def fetch() -> Any:
                 return self._api.get_namespaced_custom_object(
                     GROUP, VERSION, namespace, plural, name, _request_timeout=self._timeout)
-        return self._cached((kind, namespace if plural != "clusteranalysistemplates" else "",
-                             name), fetch)
+        scope_ns = "" if kind == "ClusterAnalysisTemplate" else namespace
+        return self._cached((kind, scope_ns, name), fetch, cache_hits=True)
 
     def rollout_managers(self, namespace: str) -> list[dict[str, Any]]:
         def fetch() -> Any:
@@ -127,7 +142,8 @@ class ClusterLookups:
                 GROUP, VERSION, namespace, "rolloutmanagers", _request_timeout=self._timeout)
             return listing.get("items") or []
 
-        return list(self._cached(("RolloutManager", namespace, ""), fetch) or [])
+        return list(self._cached(("RolloutManager", namespace, ""), fetch, cache_hits=False)
+                    or [])
 
     def as_lookups(self) -> Lookups:
         return Lookups(template=self.template, rollout_managers=self.rollout_managers)

@@ -36,6 +36,13 @@ LATENCY = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 
+LOOKUPS = Counter(
+    "rollgate_webhook_lookups_total",
+    "Cross-object look-ups by kind and result (hit = cache, found, not_found, error); "
+    "errors mean the look-up warnings were skipped.",
+    ["kind", "result"],
+)
+
 
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
     REQUESTS.labels(endpoint, result).inc()

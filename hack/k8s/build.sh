@@ -77,11 +77,21 @@ build() {
     log "${name}: building ${pkg} (first build on a fresh machine takes a while)"
     local started=${SECONDS}
     # Build to a temporary name and rename, so an interrupted build never
-    # leaves something that looks like a finished binary.
-    if ! (cd "${module_dir}" && CGO_ENABLED=0 \
-        go build -trimpath -ldflags "${ldflags}" -o "${dest}.tmp" "${pkg}"); then
+    # leaves something that looks like a finished binary. The build runs in the
+    # background only so that a heartbeat shows it is alive during the long link.
+    (cd "${module_dir}" && CGO_ENABLED=0 \
+        go build -trimpath -ldflags "${ldflags}" -o "${dest}.tmp" "${pkg}") &
+    local pid=$! last=${SECONDS}
+    while kill -0 "${pid}" 2>/dev/null; do
+        sleep 1
+        if ((SECONDS - last >= 30)); then
+            log "${name}: still building ($((SECONDS - started))s)"
+            last=${SECONDS}
+        fi
+    done
+    if ! wait "${pid}"; then
         rm -f "${dest}.tmp"
-        log "${name}: go build FAILED after $((SECONDS - started))s"
+        log "${name}: go build FAILED after $((SECONDS - started))s (go's error is above)"
         exit 1
     fi
     mv -f "${dest}.tmp" "${dest}"

@@ -33,7 +33,11 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlp
         controlplane.find_binaries()
     except controlplane.BinariesMissing as err:
         pytest.fail(str(err), pytrace=False)
-    plane = controlplane.ControlPlane(work_dir=tmp_path_factory.mktemp("controlplane"))
+    # verbose: start-up timings and harness notes land in the captured output of the
+    # first test, which pytest shows when something fails.
+    plane = controlplane.ControlPlane(
+        work_dir=tmp_path_factory.mktemp("controlplane"), verbose=True
+    )
     try:
         plane.start()
     except controlplane.ControlPlaneError as err:

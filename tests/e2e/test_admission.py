@@ -45,7 +45,9 @@ def example(relative: str) -> str:
     return (EXAMPLES / relative).read_text()
 
 
-def apply(kubectl: Kubectl, namespace: str, manifest: str | dict[str, Any], *flags: str):
+def apply(
+    kubectl: Kubectl, namespace: str, manifest: str | dict[str, Any], *flags: str
+) -> subprocess.CompletedProcess[str]:
     """``kubectl apply -f -`` as a user runs it; the result is checked by the caller."""
     text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
     return kubectl("apply", "-n", namespace, "-f", "-", *flags, input=text, check=False)
@@ -80,7 +82,9 @@ def rollout_manager(name: str, plugins: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def assert_denied(result: subprocess.CompletedProcess[str], webhook: str, paths: list[str]):
+def assert_denied(
+    result: subprocess.CompletedProcess[str], webhook: str, paths: list[str]
+) -> None:
     """Denied by rollgate (not by a schema or RBAC), with every field path listed.
 
     For a denial with ``reason: Invalid`` and causes, kubectl prints the causes under
@@ -242,6 +246,9 @@ def test_dry_run_denies_the_same_way_and_stores_nothing(kubectl: Kubectl, namesp
     assert_denied(
         rm_result, "validate-rolloutmanagers.rollgate.dev", INVALID_ROLLOUT_MANAGER_PATHS
     )
+    assert "webhook" in stage_result.stderr and "webhook" in rm_result.stderr
+    assert not exists(kubectl, namespace, "stages.kargo.akuity.io", "broken")
+    assert not exists(kubectl, namespace, "rolloutmanagers.argoproj.io", "broken")
 
 
 def test_dry_run_of_a_valid_object_shows_defaults_and_stores_nothing(
@@ -372,3 +379,49 @@ def test_mutating_webhook_fails_open_when_the_webhook_is_down(
     assert result.returncode == 0, result.stderr
     stored = get(kubectl, namespace, "stages.kargo.akuity.io", "test")
     assert stored["spec"]["analysis"]["templates"] == [{"templateName": "success-rate"}]
+
+
+# ---------------------------------------------------------------- manifests the harness installs
+
+
+def test_dev_overlay_is_the_production_install_plus_the_crds(kubectl: Kubectl):
+    """`make dev` and these tests install manifests/overlays/dev; it must not drift
+    from what a real cluster gets, and production must never carry the CRDs."""
+    root = Path(__file__).resolve().parents[2] / "manifests"
+
+    def rendered(path: Path) -> list[dict[str, Any]]:
+        out = kubectl("kustomize", str(path)).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+    def ids(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+    production = rendered(root)
+    dev = rendered(root / "overlays" / "dev")
+    crds = [o for o in dev if o["kind"] == "CustomResourceDefinition"]
+
+    assert not [o for o in production if o["kind"] == "CustomResourceDefinition"]
+    assert [o for o in dev if o["kind"] != "CustomResourceDefinition"] == production
+    assert ids(crds) == {
+        ("CustomResourceDefinition", f"{plural}.{group}")
+        for group, plural in [
+            ("kargo.akuity.io", "stages"), ("kargo.akuity.io", "freights"),
+            ("argoproj.io", "analysistemplates"), ("argoproj.io", "clusteranalysistemplates"),
+            ("argoproj.io", "analysisruns"), ("argoproj.io", "applications"),
+            ("argoproj.io", "rolloutmanagers"),
+        ]
+    }
+
+
+def test_status_subresources_are_where_the_real_crds_have_them(kubectl: Kubectl):
+    # Discovery lists subresources as "<plural>/status".
+    discovery = json.loads(kubectl("get", "--raw", "/apis/kargo.akuity.io/v1alpha1").stdout)
+    kargo = {r["name"] for r in discovery["resources"]}
+    discovery = json.loads(kubectl("get", "--raw", "/apis/argoproj.io/v1alpha1").stdout)
+    argo = {r["name"] for r in discovery["resources"]}
+
+    assert {"stages/status", "freights/status"} <= kargo
+    assert "rolloutmanagers/status" in argo
+    assert not {"analysisruns/status", "analysistemplates/status", "applications/status",
+                "clusteranalysistemplates/status"} & argo
+    assert {"analysisruns", "clusteranalysistemplates", "applications"} <= argo

@@ -399,6 +399,31 @@ def test_deleting_the_stage_removes_its_runs_and_verified_in(ready: Cluster):
              lambda: set(ready.verified_in("f1")) == {"qa"})
 
 
+def test_stage_deleted_while_no_reconciler_ran_is_cleaned_up_at_start(
+    control_plane: controlplane.ControlPlane, cluster: Cluster
+):
+    cluster.apply(TEMPLATE)
+    cluster.freight("f1")
+    cluster.stage()
+    proc = start(control_plane, cluster.ns, "--no-leader-elect")
+    try:
+        cluster.promote(STAGE, "f1")
+        run = cluster.wait_run()
+        cluster.set_run_phase(run["metadata"]["name"], "Successful")
+        cluster.wait_phase("Successful")
+        wait_for("f1 to be verified in the Stage", lambda: STAGE in cluster.verified_in("f1"))
+    finally:
+        proc.stop()
+    cluster.kubectl("delete", "stage", STAGE, "-n", cluster.ns)
+    assert STAGE in cluster.verified_in("f1")  # nobody was there to see the delete
+    proc = start(control_plane, cluster.ns, "--no-leader-elect")
+    try:
+        wait_for("verifiedIn to lose the deleted Stage",
+                 lambda: STAGE not in cluster.verified_in("f1"))
+    finally:
+        proc.stop()
+
+
 # --- crash safety and leader election ------------------------------------------------------
 
 

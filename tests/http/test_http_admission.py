@@ -4,6 +4,7 @@ test client: what the API server sends, what it gets back."""
 from __future__ import annotations
 
 import copy
+import io
 import json
 from typing import Any
 
@@ -22,7 +23,28 @@ ENDPOINTS = (VALIDATE_STAGES, MUTATE_STAGES, VALIDATE_RMS, MUTATE_RMS)
 
 
 def causes(response: dict[str, Any]) -> dict[str, str]:
-    return {c["field"]: c["message"] for c in response["status"]["details"]["causes"]}
+    """The field errors of a denial (the cause naming the webhook has no field)."""
+    return {c["field"]: c["message"] for c in response["status"]["details"]["causes"]
+            if c["field"]}
+
+
+def field_causes(response: dict[str, Any]) -> list[dict[str, str]]:
+    return [c for c in response["status"]["details"]["causes"] if c["field"]]
+
+
+@pytest.mark.parametrize(
+    ("path", "obj", "webhook"),
+    [
+        (VALIDATE_STAGES, reviews.invalid_stage(), "validate-stages.rollgate.dev"),
+        (VALIDATE_RMS, reviews.invalid_rollout_manager(), "validate-rolloutmanagers.rollgate.dev"),
+    ],
+)
+def test_denial_names_the_webhook_in_its_first_cause(post, path, obj, webhook):
+    # kubectl prints only the causes of an Invalid denial, so this is how a user
+    # learns who denied the request.
+    first = post(path, review(obj))["status"]["details"]["causes"][0]
+    assert first == {"reason": "FieldValueInvalid", "field": "",
+                     "message": f'admission webhook "{webhook}" denied the request'}
 
 
 # --------------------------------------------------------------------- happy path
@@ -65,7 +87,8 @@ def test_invalid_stage_is_denied_with_every_field_path(post):
     found = causes(response)
     assert set(found) == {"spec.analysis.args[0].value", "spec.analysis.args[1].name"}
     assert "quote" in found["spec.analysis.args[0].value"]
-    for cause in status["details"]["causes"]:
+    assert status["details"]["kind"] == "Stage" and status["details"]["name"] == "prod"
+    for cause in field_causes(response):
         assert cause["reason"] == "FieldValueInvalid"
         assert f'{cause["field"]}: {cause["message"]}' in status["message"]
 
@@ -94,7 +117,7 @@ def test_invalid_rollout_manager_is_denied_with_every_field_path(post):
     assert "SHA-1" in found["spec.plugins.metric[0].sha256"]
     # every error in one message, as "<path>: <message>" joined by "; "
     expected = 'RolloutManager "rm" is invalid: ' + "; ".join(
-        f'{c["field"]}: {c["message"]}' for c in status["details"]["causes"])
+        f'{c["field"]}: {c["message"]}' for c in field_causes(response))
     assert status["message"] == expected
 
 
@@ -347,6 +370,25 @@ def test_body_over_8_mib_gets_413(client):
     resp = client.post(VALIDATE_STAGES, data=body, content_type="application/json")
     assert resp.status_code == 413
     assert "larger than" in resp.get_data(as_text=True)
+
+
+def test_chunked_body_over_8_mib_gets_413(client):
+    # No Content-Length (chunked transfer): the limit must still be a 413, not a
+    # truncated body that then fails to parse.
+    body = b'{"x": "' + b"a" * (8 * 1024 * 1024) + b'"}'
+    resp = client.post(VALIDATE_STAGES, input_stream=io.BytesIO(body),
+                       content_type="application/json",
+                       environ_overrides={"wsgi.input_terminated": True})
+    assert resp.status_code == 413
+
+
+def test_chunked_body_under_the_limit_is_read(client):
+    body = json.dumps(review(reviews.valid_stage(), uid="chunked")).encode()
+    resp = client.post(VALIDATE_STAGES, input_stream=io.BytesIO(body),
+                       content_type="application/json",
+                       environ_overrides={"wsgi.input_terminated": True})
+    assert resp.status_code == 200
+    assert resp.get_json()["response"]["uid"] == "chunked"
 
 
 def test_body_just_under_the_limit_is_read(client):

@@ -115,6 +115,16 @@ def test_real_gunicorn_over_tls(server):
     resp = conn.getresponse()
     assert json.loads(resp.read())["response"] == {"uid": "tls-2", "allowed": True}
     assert conn.sock is first_socket, "connection was not kept alive"
+    # gunicorn hands Flask a chunked body cut at the limit instead of refusing it; the
+    # answer must still be 413, not a 400 about truncated JSON.
+    big = (b'{"x": "' + b"a" * (8 * 1024 * 1024) + b'"}',)
+    conn.request("POST", "/validate/stages", body=iter(big), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 413
+    conn.close()
+    conn = srv.connect()
     conn.request("GET", "/metrics")
     metrics = conn.getresponse().read().decode()
     assert 'endpoint="/validate/rolloutmanagers",result="denied"' in metrics

@@ -9,6 +9,7 @@ import socket
 import pytest
 import reviews
 from kubernetes import client as k8s
+from prometheus_client import generate_latest
 
 import schemas
 import webhook
@@ -38,6 +39,11 @@ def test_unreachable_api_server_is_lookup_unavailable(unreachable_api):
         lookups.template("ClusterAnalysisTemplate", "", "latency")
     with pytest.raises(schemas.LookupUnavailable):
         lookups.rollout_managers("argo-rollouts")
+    # the failure is remembered briefly: the second ask does not wait for the network
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("AnalysisTemplate", "guestbook", "success-rate")
+    text = generate_latest().decode()
+    assert 'rollgate_webhook_lookups_total{kind="AnalysisTemplate",result="error"}' in text
 
 
 def test_unknown_template_kind_is_not_looked_up(unreachable_api):

@@ -286,3 +286,55 @@ def test_health_server_serves_probes_and_metrics():
         assert 'rollgate_reconciler_queue_depth{controller="x"} 3.0' in body
     finally:
         server.stop()
+
+
+class SlowController:
+    """Records how many workers are inside reconcile for each key at once."""
+
+    name = "slow"
+    primary = STAGE
+    watches = (STAGE,)
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.inside: dict[Key, int] = {}
+        self.max_inside: dict[Key, int] = {}
+        self.runs: dict[Key, int] = {}
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def map_event(self, resource, obj):
+        return []
+
+    def reconcile(self, key, ctx):
+        with self.lock:
+            self.inside[key] = self.inside.get(key, 0) + 1
+            self.max_inside[key] = max(self.max_inside.get(key, 0), self.inside[key])
+            self.runs[key] = self.runs.get(key, 0) + 1
+        self.entered.set()
+        self.release.wait(10)
+        with self.lock:
+            self.inside[key] -= 1
+
+
+def test_workers_never_process_one_key_concurrently_and_rerun_a_key_added_meanwhile():
+    controller = SlowController()
+    runner = ControllerRunner(controller, metrics=Metrics(), workers=4)
+    key = Key("ns", "a")
+    runner.queue.add(key)
+    runner.start(ctx=None)
+    try:
+        assert controller.entered.wait(10)
+        for _ in range(5):  # changes while the key is being processed
+            runner.queue.add(key)
+        controller.release.set()
+        deadline = threading.Event()
+        for _ in range(100):
+            with controller.lock:
+                if controller.runs.get(key) == 2 and controller.inside.get(key) == 0:
+                    break
+            deadline.wait(0.05)
+    finally:
+        runner.stop(10)
+    assert controller.max_inside[key] == 1
+    assert controller.runs[key] == 2  # one re-run for all five adds, not five
