@@ -173,6 +173,8 @@ class ControlPlane:
         self.binaries = find_binaries()
         install_signal_handlers()
         started = time.monotonic()
+        # Logs of an earlier plane in a reused work dir would read as this one's.
+        shutil.rmtree(self.logs_dir, ignore_errors=True)
         try:
             self._make_pki()
             self._start_etcd()
@@ -192,13 +194,19 @@ class ControlPlane:
         return self
 
     def stop(self, *, remove_data: bool = True) -> None:
-        """Stop every process this plane started, newest first; keep the logs."""
+        """Stop every process this plane started, newest first.
+
+        A work dir the caller chose keeps its logs (only etcd's data goes); a temporary
+        one made here is removed entirely, unless ``remove_data=False`` (after a
+        failed start, so the logs can be read).
+        """
         for proc in reversed(self._procs):
             proc.stop()
         self._procs.clear()
         self.webhook = None
         if remove_data and self.work_dir is not None:
-            shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)
+            target = self.work_dir if self._owns_work_dir else self.work_dir / "etcd"
+            shutil.rmtree(target, ignore_errors=True)
 
     @property
     def processes(self) -> list[ManagedProcess]:
@@ -645,6 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--no-webhook", action="store_true")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in background
     plane = ControlPlane(work_dir=args.work_dir, with_webhook=not args.no_webhook, verbose=True)
     with plane:
         print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)

@@ -12,6 +12,8 @@ playground still serves admission and says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shlex
 import signal
 import sys
@@ -42,6 +44,20 @@ def follow(path: Path, prefix: str, stop: threading.Event) -> None:
                 print(f"{prefix} {line}", end="", flush=True)
             else:
                 time.sleep(0.2)
+
+
+def claim(work_dir: Path) -> bool:
+    """One `make dev` per work dir: a second one would wipe the first one's etcd."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    pid_file = work_dir / "dev.pid"
+    with contextlib.suppress(OSError, ValueError):
+        other = int(pid_file.read_text())
+        if other != os.getpid() and Path(f"/proc/{other}").exists():
+            print(f"[dev] already running in {work_dir} (pid {other}); stop it first",
+                  file=sys.stderr)
+            return False
+    pid_file.write_text(str(os.getpid()))
+    return True
 
 
 def apply_examples(plane: controlplane.ControlPlane) -> None:
@@ -110,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Started in the background by a non-interactive shell, SIGINT arrives ignored;
     # Ctrl-C (or `kill -INT`) must always tear down.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not claim(args.work_dir):
+        return 1
     plane = controlplane.ControlPlane(work_dir=args.work_dir, verbose=True)
     stop = threading.Event()
     try:
