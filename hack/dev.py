@@ -110,6 +110,10 @@ def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
         f"  kubectl patch -n {ns} stage test --subresource=status --type=merge -p "
         f"{shlex.quote(PROMOTE)}",
         f"  kubectl get -n {ns} stages,analysisruns",
+        "  # finish the run as the Argo Rollouts controller would; the freight is verified:",
+        f"  kubectl patch -n {ns} analysisrun <name> --type=merge "
+        """-p '{"status":{"phase":"Successful"}}'""",
+        f"  kubectl get -n {ns} stages; kubectl get -n {ns} freight -o yaml",
         "",
         "Ctrl-C stops everything.",
         "",

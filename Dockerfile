@@ -1,0 +1,13 @@
+# Image for both processes: `python -m webhook` and `python -m reconciler`
+# (manifests/ set the command). Runs as a non-root user with a read-only root
+# filesystem; /tmp is an emptyDir in the Deployments.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY schemas schemas
+COPY webhook webhook
+COPY reconciler reconciler
+COPY certs certs
+RUN pip install --no-cache-dir . && rm -rf /root/.cache
+USER 65532:65532
