@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "http")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "http")]
 
 import reviews  # noqa: E402  (test builders: the same objects the HTTP tests use)
 

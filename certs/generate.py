@@ -1,15 +1,13 @@
-"""CA and serving-certificate generation for the webhook.
+"""CA and serving-certificate files for the webhook.
 
 The API server reaches the webhook by its Service DNS name, tests and ``make dev``
 reach it on loopback; one serving certificate carries all of those names so the same
-files work everywhere. Keys are ECDSA P-256: small, fast to create (tests make many)
-and cheap in the TLS handshake, which matters for an endpoint on the admission path.
+files work everywhere. The certificates themselves are built by :mod:`certs.pki`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import os
 import tempfile
 from collections.abc import Iterable
@@ -17,18 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from certs.pki import build_ca, cert_pem, issue_certificate, key_pem
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"
 TLS_CERT = "tls.crt"
 TLS_KEY = "tls.key"
-
-# Certificates are back-dated a little so a node whose clock runs slightly behind
-# does not reject a certificate made a moment ago.
-_CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,48 +49,6 @@ def service_sans(*, service: str, namespace: str, extra_sans: Iterable[str] = ()
     return list(dict.fromkeys(n for n in names if n))
 
 
-def _general_name(name: str) -> x509.GeneralName:
-    try:
-        return x509.IPAddress(ipaddress.ip_address(name))
-    except ValueError:
-        return x509.DNSName(name)
-
-
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def build_ca(
-    *, common_name: str, days: int, now: dt.datetime | None = None
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A self-signed CA that may sign only leaf certificates (path length 0)."""
-    now = now or dt.datetime.now(dt.UTC)
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _CLOCK_SKEW)
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ski, critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
 def build_serving_cert(
     *,
     ca_cert: x509.Certificate,
@@ -105,49 +58,8 @@ def build_serving_cert(
     now: dt.datetime | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A server-auth leaf for ``sans``; the first SAN is also the common name."""
-    now = now or dt.datetime.now(dt.UTC)
-    key = _new_key()
-    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, sans[0])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _CLOCK_SKEW)
-        # A leaf must not outlive the CA that vouches for it.
-        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([_general_name(n) for n in sans]), critical=False
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def cert_pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+    return issue_certificate(
+        ca_cert, ca_key, common_name=sans[0], sans=sans, server=True, days=days, now=now
     )
 
 

@@ -36,9 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from k8spki import CA, pem_cert, pem_key, write_kubeconfig
+from k8spki import CA, serviceaccount_signing_key, write_kubeconfig
 from k8sprocess import ManagedProcess, free_port, http_ok, install_signal_handlers
 from k8sprocess import ProcessError as ControlPlaneError
 
@@ -234,7 +232,7 @@ class ControlPlane:
     def _make_pki(self) -> None:
         self.pki_dir.mkdir(parents=True, exist_ok=True)
         self._ca = CA.create("rollgate-test-ca")
-        self._ca_pem = pem_cert(self._ca.cert)
+        self._ca_pem = self._ca.pem
         (self.pki_dir / "ca.crt").write_bytes(self._ca_pem)
         cert, key = self._ca.issue(
             common_name="kube-apiserver",
@@ -245,15 +243,11 @@ class ControlPlane:
         (self.pki_dir / "apiserver.crt").write_bytes(cert)
         (self.pki_dir / "apiserver.key").write_bytes(key)
         self._admin_cert, self._admin_key = self._ca.issue(
-            common_name="rollgate-admin", organizations=["system:masters"]
+            common_name="rollgate-admin", organizations=["system:masters"], client=True
         )
-        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        (self.pki_dir / "sa.key").write_bytes(pem_key(sa_key))
-        (self.pki_dir / "sa.pub").write_bytes(
-            sa_key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
+        sa_private, sa_public = serviceaccount_signing_key()
+        (self.pki_dir / "sa.key").write_bytes(sa_private)
+        (self.pki_dir / "sa.pub").write_bytes(sa_public)
 
     def _start_etcd(self) -> None:
         started = time.monotonic()
@@ -415,33 +409,12 @@ class ControlPlane:
             time.sleep(0.2)
         self._timed("crds", started)
 
-    def _manifest_objects(self) -> list[dict[str, Any]]:
-        """Namespace/ServiceAccount/RBAC objects from manifests/.
-
-        Prefer the production kustomization; while parts of it are still being written,
-        fall back to whichever pieces render.
-        """
-        manifests = self.repo_root / "manifests"
-        try:
-            return self.kustomize(manifests)
-        except ControlPlaneError as err:
-            self._say(f"kubectl kustomize manifests/ failed, trying its parts: {err}")
-        objects: list[dict[str, Any]] = []
-        for part in ("webhook", "reconciler"):
-            with contextlib.suppress(ControlPlaneError):
-                objects += self.kustomize(manifests / part)
-        namespace_file = manifests / "namespace.yaml"
-        if namespace_file.exists():
-            objects += _objects(namespace_file.read_text())
-        return objects
-
     def _install_rbac(self) -> None:
+        """The Namespace/ServiceAccount/RBAC objects of the production kustomization
+        (``kubectl kustomize manifests/``); a failure to render it fails the start."""
         started = time.monotonic()
-        wanted = [o for o in self._manifest_objects() if o.get("kind") in INSTALLED_KINDS]
-        # The harness needs the namespace even before manifests/namespace.yaml exists.
-        if not any(o.get("kind") == "Namespace" for o in wanted):
-            wanted.insert(0, {"apiVersion": "v1", "kind": "Namespace",
-                              "metadata": {"name": SYSTEM_NAMESPACE}})
+        rendered = self.kustomize(self.repo_root / "manifests")
+        wanted = [o for o in rendered if o.get("kind") in INSTALLED_KINDS]
         namespaces = [o for o in wanted if o["kind"] == "Namespace"]
         self.apply_objects(namespaces)
         self.apply_objects([o for o in wanted if o["kind"] != "Namespace"])
@@ -454,10 +427,7 @@ class ControlPlane:
         """A kubeconfig that authenticates as ServiceAccount ``namespace/name``."""
         key = (namespace, name)
         if key not in self._sa_kubeconfigs:
-            cert, private_key = self._ca.issue(
-                common_name=f"system:serviceaccount:{namespace}:{name}",
-                organizations=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
-            )
+            cert, private_key = self._ca.issue_serviceaccount(namespace, name)
             path = self.work_dir / "kubeconfigs" / f"{namespace}.{name}.kubeconfig"
             self._sa_kubeconfigs[key] = write_kubeconfig(
                 path, server=self.server, ca_pem=self._ca_pem, cert_pem=cert,

@@ -1,4 +1,4 @@
-"""Certificates and kubeconfigs for the test control plane (``cryptography``).
+"""Certificates and kubeconfigs for the test control plane, on top of :mod:`certs.pki`.
 
 One CA signs the API server's serving certificate and every client certificate:
 the admin (group ``system:masters``) and ServiceAccount identities, whose subject
@@ -8,65 +8,34 @@ the admin (group ``system:masters``) and ServiceAccount identities, whose subjec
 from __future__ import annotations
 
 import base64
-import datetime
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from certs.pki import build_ca, cert_pem, issue_certificate, key_pem
+
+# The plane lives for one test session or one `make dev`.
+VALIDITY_DAYS = 30
 
 
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
-def pem_key(key: Any) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def pem_cert(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CA:
     key: ec.EllipticCurvePrivateKey
     cert: x509.Certificate
 
     @classmethod
     def create(cls, common_name: str) -> CA:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - datetime.timedelta(minutes=5))
-            .not_valid_after(_now() + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(key, hashes.SHA256())
-        )
+        cert, key = build_ca(common_name=common_name, days=VALIDITY_DAYS)
         return cls(key=key, cert=cert)
+
+    @property
+    def pem(self) -> bytes:
+        return cert_pem(self.cert)
 
     def issue(
         self,
@@ -75,36 +44,34 @@ class CA:
         organizations: Iterable[str] = (),
         sans: Iterable[str] = (),
         server: bool = False,
+        client: bool = False,
     ) -> tuple[bytes, bytes]:
-        """A leaf certificate; returns (cert PEM, key PEM)."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(self.cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - datetime.timedelta(minutes=5))
-            .not_valid_after(_now() + datetime.timedelta(days=30))
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+        """A leaf certificate (see :func:`certs.pki.issue_certificate`); returns
+        (cert PEM, key PEM)."""
+        cert, key = issue_certificate(
+            self.cert, self.key, common_name=common_name, organizations=organizations,
+            sans=sans, server=server, client=client, days=VALIDITY_DAYS,
         )
-        names: list[x509.GeneralName] = []
-        for san in sans:
-            try:
-                names.append(x509.IPAddress(ipaddress.ip_address(san)))
-            except ValueError:
-                names.append(x509.DNSName(san))
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(self.key, hashes.SHA256())
-        return pem_cert(cert), pem_key(key)
+        return cert_pem(cert), key_pem(key)
+
+    def issue_serviceaccount(self, namespace: str, name: str) -> tuple[bytes, bytes]:
+        """A client certificate that authenticates as ServiceAccount ``namespace/name``
+        with the two groups every ServiceAccount has; returns (cert PEM, key PEM)."""
+        return self.issue(
+            common_name=f"system:serviceaccount:{namespace}:{name}",
+            organizations=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            client=True,
+        )
+
+
+def serviceaccount_signing_key() -> tuple[bytes, bytes]:
+    """The key pair kube-apiserver signs and checks ServiceAccount tokens with;
+    returns (private key PEM, public key PEM)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return key_pem(key), public
 
 
 # --------------------------------------------------------------------------- kubeconfig

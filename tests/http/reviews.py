@@ -1,7 +1,7 @@
 """Builders for AdmissionReviews and objects used by the HTTP tests and the bench.
 
 Plain functions returning fresh dicts, so a test can change one field without
-affecting another test.
+affecting another test. The object shapes come from tests/helpers.py.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import base64
 import copy
 import json
 from typing import Any
+
+from helpers import k8s_object
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -25,12 +27,7 @@ SHA256 = "4e1243bd22c66e76c2ba9eddc1f91394e57f9f83c5e0e8e1b1a0bcc1b2c3d4e5"
 
 def stage(spec: dict[str, Any] | None = None, *, name: str = "prod",
           namespace: str = "guestbook") -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec if spec is not None else {},
-    }
+    return k8s_object("Stage", name=name, namespace=namespace, spec=spec)
 
 
 def valid_stage(**kwargs: Any) -> dict[str, Any]:
@@ -65,12 +62,8 @@ def invalid_stage(**kwargs: Any) -> dict[str, Any]:
 
 def rollout_manager(plugins: dict[str, Any] | None = None, *, name: str = "argo-rollouts",
                     namespace: str = "argo-rollouts") -> dict[str, Any]:
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "RolloutManager",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"plugins": plugins} if plugins is not None else {},
-    }
+    spec = {"plugins": plugins} if plugins is not None else None
+    return k8s_object("RolloutManager", name=name, namespace=namespace, spec=spec)
 
 
 def valid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
@@ -125,42 +118,3 @@ def review(obj: dict[str, Any] | None, *, operation: str = "CREATE", uid: str = 
 def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
     assert response.get("patchType") == "JSONPatch"
     return json.loads(base64.b64decode(response["patch"]))
-
-
-def _pointer(path: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
-
-
-def apply_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """A small RFC 6902 applier (add/replace/remove/test): what the API server does
-    with a mutating webhook's answer."""
-    doc = copy.deepcopy(obj)
-    for op in ops:
-        parts = _pointer(op["path"])
-        parent: Any = doc
-        for part in parts[:-1]:
-            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-        last = parts[-1]
-        if op["op"] == "test":
-            current = parent[int(last)] if isinstance(parent, list) else parent[last]
-            assert current == op["value"], op
-        elif op["op"] in ("add", "replace"):
-            if isinstance(parent, list):
-                if last == "-":
-                    parent.append(op["value"])
-                elif op["op"] == "add":
-                    parent.insert(int(last), op["value"])
-                else:
-                    parent[int(last)] = op["value"]
-            else:
-                if op["op"] == "replace":
-                    assert last in parent, op
-                parent[last] = op["value"]
-        elif op["op"] == "remove":
-            if isinstance(parent, list):
-                del parent[int(last)]
-            else:
-                del parent[last]
-        else:
-            raise AssertionError(f"unexpected op {op}")
-    return doc

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import reviews
+from helpers import apply_patch, k8s_object
 from reviews import review
 
 import schemas
@@ -26,6 +27,17 @@ def causes(response: dict[str, Any]) -> dict[str, str]:
     """The field errors of a denial (the cause naming the webhook has no field)."""
     return {c["field"]: c["message"] for c in response["status"]["details"]["causes"]
             if c["field"]}
+
+
+def denial_status(response: dict[str, Any], subject: str) -> dict[str, Any]:
+    """The ``status`` of a denial, checked against the contract: 422 Invalid and a
+    message that starts ``<Kind> "<name>" is invalid: `` (``subject`` is the first part)."""
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 422
+    assert status["reason"] == "Invalid"
+    assert status["message"].startswith(f"{subject} is invalid: ")
+    return status
 
 
 def field_causes(response: dict[str, Any]) -> list[dict[str, str]]:
@@ -79,11 +91,7 @@ def test_stage_without_analysis_is_allowed(post):
 def test_invalid_stage_is_denied_with_every_field_path(post):
     response = post(VALIDATE_STAGES, review(reviews.invalid_stage(name="prod"), uid="u-2"))
     assert response["uid"] == "u-2"
-    assert response["allowed"] is False
-    status = response["status"]
-    assert status["code"] == 422
-    assert status["reason"] == "Invalid"
-    assert status["message"].startswith('Stage "prod" is invalid: ')
+    status = denial_status(response, 'Stage "prod"')
     found = causes(response)
     assert set(found) == {"spec.analysis.args[0].value", "spec.analysis.args[1].name"}
     assert "quote" in found["spec.analysis.args[0].value"]
@@ -103,11 +111,7 @@ def test_both_stage_spellings_at_once_are_denied(post):
 
 def test_invalid_rollout_manager_is_denied_with_every_field_path(post):
     response = post(VALIDATE_RMS, review(reviews.invalid_rollout_manager(name="rm")))
-    assert response["allowed"] is False
-    status = response["status"]
-    assert status["code"] == 422
-    assert status["reason"] == "Invalid"
-    assert status["message"].startswith('RolloutManager "rm" is invalid: ')
+    status = denial_status(response, 'RolloutManager "rm"')
     found = causes(response)
     assert {
         "spec.plugins.trafficManagement[0].name",
@@ -234,7 +238,7 @@ def test_patch_is_applied_once_and_is_idempotent(post, validate, mutate, obj):
     assert not first.get("warnings")  # mutation never warns
     ops = reviews.decode_patch(first)
     assert ops
-    patched = reviews.apply_patch(obj, ops)
+    patched = apply_patch(obj, ops)
     # the defaulted object validates and a second mutation has nothing left to do
     again = post(mutate, review(patched))
     assert again["allowed"] is True
@@ -310,9 +314,8 @@ def test_status_subresource_is_allowed_untouched(post, path):
 
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_other_kinds_are_allowed_untouched(post, path):
-    freight = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Freight",
-               "metadata": {"name": "abc", "namespace": "guestbook"},
-               "spec": {"analysis": {"templates": []}}}
+    freight = k8s_object("Freight", name="abc", namespace="guestbook",
+                         spec={"analysis": {"templates": []}})
     assert post(path, review(freight, kind="Freight")) == {"uid": "uid-1", "allowed": True}
 
 

@@ -10,7 +10,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 import certs
-from certs.generate import build_serving_cert, key_pem, write_atomic
+from certs.generate import build_serving_cert, write_atomic
+from certs.pki import cert_pem, key_pem
 from webhook.tls import ReloadingContext
 
 
@@ -27,7 +28,7 @@ def test_half_rotated_files_keep_the_previous_context(tmp_path):
     write_atomic(paths.tls_key, key_pem(key), mode=0o600)
     assert holder.get() is first  # key and certificate disagree: keep serving
 
-    write_atomic(paths.tls_cert, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
+    write_atomic(paths.tls_cert, cert_pem(cert), mode=0o644)
     second = holder.get()
     assert second is not first
     assert holder.get() is second

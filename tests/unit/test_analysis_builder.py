@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import pytest
+from helpers import k8s_object
 
 from reconciler.analysis import (
     AnalysisBuildError,
@@ -36,12 +37,7 @@ def stage(*templates, args=None, metadata=None, name="prod", spelling="analysis"
         stanza["args"] = args
     if metadata is not None:
         stanza["analysisRunMetadata"] = metadata
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name, "namespace": NS, "uid": "uid-1"},
-        "spec": {spelling: stanza},
-    }
+    return k8s_object("Stage", name=name, namespace=NS, uid="uid-1", spec={spelling: stanza})
 
 
 def metric(name, **extra):
@@ -57,9 +53,9 @@ def tmpl(name, *, metrics=(), args=None, cluster=False, nested=None, **spec_extr
             {"templateName": n} if isinstance(n, str) else {"templateName": n[0],
                                                              "clusterScope": True}
             for n in nested]
-    kind = "ClusterAnalysisTemplate" if cluster else "AnalysisTemplate"
-    meta = {"name": name} if cluster else {"name": name, "namespace": NS}
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
+    if cluster:
+        return k8s_object("ClusterAnalysisTemplate", name=name, spec=spec)
+    return k8s_object("AnalysisTemplate", name=name, namespace=NS, spec=spec)
 
 
 class Templates:

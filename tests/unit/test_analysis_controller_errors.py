@@ -12,16 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.controllers.stage_verification import StageVerificationController, _Sync
 from reconciler.runtime.cache import CacheView, Store
-from reconciler.runtime.types import (
-    ANALYSIS_RUN,
-    ANALYSIS_TEMPLATE,
-    APPLICATION,
-    CLUSTER_ANALYSIS_TEMPLATE,
-    FREIGHT,
-    STAGE,
-    Context,
-    Key,
-)
+from reconciler.runtime.types import ANALYSIS_TEMPLATE, STAGE, Context, Key
 
 NS = "shop"
 TEMPLATE = {"apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
@@ -74,8 +65,8 @@ class Events:
 
 
 def context(with_template: bool) -> Context:
-    stores = {r: Store(r) for r in (STAGE, FREIGHT, ANALYSIS_RUN, ANALYSIS_TEMPLATE,
-                                    CLUSTER_ANALYSIS_TEMPLATE, APPLICATION)}
+    # The caches the controller has at run time: one per resource it watches.
+    stores = {r: Store(r) for r in StageVerificationController.watches}
     stores[STAGE].upsert(STAGE_OBJ)
     if with_template:
         stores[ANALYSIS_TEMPLATE].upsert(TEMPLATE)

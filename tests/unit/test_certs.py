@@ -9,11 +9,12 @@ import stat
 
 import pytest
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import certs
 from certs.__main__ import main as certs_cli
 from certs.inject import ca_bundle_patch
+from certs.pki import build_ca, issue_certificate
 
 
 def _load(path) -> x509.Certificate:
@@ -131,3 +132,26 @@ def test_cli_generate_and_bundle(tmp_path, capsys):
     assert printed == [str(tmp_path / n) for n in ("ca.crt", "ca.key", "tls.crt", "tls.key")]
     assert certs_cli(["bundle", "--ca-file", str(tmp_path / "ca.crt")]) == 0
     assert capsys.readouterr().out.strip() == certs.ca_bundle(tmp_path / "ca.crt")
+
+
+def test_issue_certificate_client_identity_is_subject_and_groups():
+    ca, ca_key = build_ca(common_name="test-ca", days=2)
+    cert, _ = issue_certificate(
+        ca, ca_key, common_name="system:serviceaccount:ops:hooks",
+        organizations=["system:serviceaccounts", "system:serviceaccounts:ops"], client=True,
+    )
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [
+        "system:serviceaccount:ops:hooks"]
+    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == [
+        "system:serviceaccounts", "system:serviceaccounts:ops"]
+    eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    with pytest.raises(x509.ExtensionNotFound):
+        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert cert.not_valid_after_utc <= ca.not_valid_after_utc  # never outlives its CA
+
+
+def test_issue_certificate_needs_a_usage():
+    ca, ca_key = build_ca(common_name="test-ca", days=2)
+    with pytest.raises(ValueError, match="server=True, client=True"):
+        issue_certificate(ca, ca_key, common_name="nobody")

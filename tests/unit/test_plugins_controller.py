@@ -115,7 +115,7 @@ def test_describe_counts_entries() -> None:
 
 
 def controller_with(*objs: tuple[Any, dict[str, Any]]) -> RolloutPluginsController:
-    stores = {r: Store(r) for r in (ROLLOUT_MANAGER, CONFIG_MAP, DEPLOYMENT)}
+    stores = {r: Store(r) for r in RolloutPluginsController.watches}
     for resource, obj in objs:
         stores[resource].upsert(obj)
     controller = RolloutPluginsController()
@@ -155,7 +155,7 @@ def test_without_rollout_managers_only_rollgate_owned_config_maps_map() -> None:
 
 
 def test_resync_finds_config_maps_left_without_rollout_manager() -> None:
-    stores = {r: Store(r) for r in (ROLLOUT_MANAGER, CONFIG_MAP, DEPLOYMENT)}
+    stores = {r: Store(r) for r in RolloutPluginsController.watches}
     stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="orphan"))
     stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="ns"))
     stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, ns="foreign"))

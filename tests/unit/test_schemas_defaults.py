@@ -6,37 +6,9 @@ import copy
 from typing import Any
 
 import pytest
+from helpers import apply_patch
 
 import schemas
-
-
-def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
-
-
-def apply(doc: Any, ops: list[dict[str, Any]]) -> Any:
-    """A tiny RFC 6902 applier (add/replace/remove), independent of schemas' own."""
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        *parents, last = _tokens(op["path"])
-        node = doc
-        for token in parents:
-            node = node[int(token)] if isinstance(node, list) else node[token]
-        key: Any = int(last) if isinstance(node, list) else last
-        if op["op"] == "remove":
-            del node[key]
-        elif op["op"] == "replace":
-            assert key in node if isinstance(node, dict) else key < len(node)
-            node[key] = op["value"]
-        elif op["op"] == "add":
-            if isinstance(node, list):
-                node.insert(key, op["value"])
-            else:
-                node[key] = op["value"]
-        else:
-            raise AssertionError(f"unexpected op {op}")
-    return doc
-
 
 STAGE_ANALYSIS = {
     "kind": "Stage",
@@ -85,7 +57,7 @@ def test_stage_analysis_defaults_cluster_scope() -> None:
         {"op": "add", "path": "/spec/analysis/templates/2/clusterScope", "value": False},
     ]
     assert ops == schemas.stage_default_patch(STAGE_ANALYSIS)
-    patched = apply(STAGE_ANALYSIS, ops)
+    patched = apply_patch(STAGE_ANALYSIS, ops)
     assert [t["clusterScope"] for t in patched["spec"]["analysis"]["templates"]] == [
         False,
         True,
@@ -103,14 +75,14 @@ def test_stage_verification_defaults_kind() -> None:
             "value": "AnalysisTemplate",
         }
     ]
-    patched = apply(STAGE_VERIFICATION, ops)
+    patched = apply_patch(STAGE_VERIFICATION, ops)
     assert schemas.default_patch(patched) == []
 
 
 def test_rollout_manager_sha256_trimmed_lowercased_or_removed() -> None:
     ops = schemas.rollout_manager_default_patch(ROLLOUT_MANAGER)
     assert ops == schemas.default_patch(ROLLOUT_MANAGER)
-    patched = apply(ROLLOUT_MANAGER, ops)
+    patched = apply_patch(ROLLOUT_MANAGER, ops)
     plugins = patched["spec"]["plugins"]
     assert plugins["trafficManagement"][0]["sha256"] == "abcdef" + "0" * 58
     assert "sha256" not in plugins["metric"][0]
@@ -154,11 +126,11 @@ def test_garbage_gives_no_patch_and_no_exception(obj: Any) -> None:
 
 
 def test_pointer_escaping() -> None:
-    from schemas.pointer import apply_patch, to_pointer
+    from schemas import pointer
 
-    assert to_pointer(("metadata", "labels", "a/b~c")) == "/metadata/labels/a~1b~0c"
+    assert pointer.to_pointer(("metadata", "labels", "a/b~c")) == "/metadata/labels/a~1b~0c"
     doc = {"metadata": {"labels": {"a/b~c": "x"}}}
     op = {"op": "replace", "path": "/metadata/labels/a~1b~0c", "value": "y"}
-    patched = apply_patch(doc, [op])
+    patched = pointer.apply_patch(doc, [op])
     assert patched == {"metadata": {"labels": {"a/b~c": "y"}}}
     assert doc == {"metadata": {"labels": {"a/b~c": "x"}}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import k8s_object
 
 import schemas
 from schemas import constants
@@ -19,21 +20,13 @@ def rollout_manager(*, traffic: list[Any] | None = None, metric: list[Any] | Non
         plugins["trafficManagement"] = traffic
     if metric is not None:
         plugins["metric"] = metric
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "RolloutManager",
-        "metadata": {"name": "argo-rollouts", "namespace": "argo-rollouts"},
-        "spec": {"plugins": plugins},
-    }
+    return k8s_object("RolloutManager", name="argo-rollouts", namespace="argo-rollouts",
+                      spec={"plugins": plugins})
 
 
 def stage(**analysis: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": "prod", "namespace": "demo"},
-        "spec": {"analysis": {"templates": [{"templateName": "success-rate"}], **analysis}},
-    }
+    return k8s_object("Stage", name="prod", namespace="demo", spec={
+        "analysis": {"templates": [{"templateName": "success-rate"}], **analysis}})
 
 
 def error_map(obj: dict[str, Any], **options: Any) -> dict[str, str]:
