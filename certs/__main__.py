@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from certs.bundle import ca_bundle
 from certs.generate import generate
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _api_client(kubeconfig: str | None):  # -> kubernetes.client.ApiClient
+def _api_client(kubeconfig: str | None) -> ApiClient:
+    """An API client from ``kubeconfig``, or the in-cluster config (imported lazily:
+    ``generate`` must work without the kubernetes client loaded)."""
     from kubernetes import config
 
     if kubeconfig:

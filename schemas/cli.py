@@ -9,13 +9,17 @@ that cannot be read or parsed. No look-ups: offline there is no cluster to ask.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any, TextIO
 
 import yaml
 
 from schemas.dispatch import check
+from schemas.findings import Finding, Path
+from schemas.translate import quote_hint
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -37,8 +41,31 @@ _Loader.yaml_implicit_resolvers = {
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[str, Any]:
+    _refuse_duplicate_keys(loader, node)
     mapping = loader.construct_mapping(node)
     return {k if isinstance(k, str) else _key_text(k): v for k, v in mapping.items()}
+
+
+def _refuse_duplicate_keys(loader: _Loader, node: yaml.MappingNode) -> None:
+    """kubectl refuses a mapping with a key twice; PyYAML would keep the last value and
+    check something other than what the user will apply."""
+    seen: dict[object, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<" merges may override keys; that is what they are for
+        key = loader.construct_object(key_node, deep=True)
+        key = key if isinstance(key, str) else _key_text(key)
+        try:
+            first = seen.get(key)
+        except TypeError:
+            continue  # an unhashable key: construct_mapping reports it
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"duplicate key {json.dumps(key)} (first at line {first.start_mark.line + 1})",
+                key_node.start_mark,
+            )
+        seen[key] = key_node
 
 
 def _key_text(key: object) -> str:
@@ -50,8 +77,25 @@ def _key_text(key: object) -> str:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _objects(document: object) -> Iterator[dict[str, Any]]:
-    """The objects in one YAML document, with ``kind: List`` expanded (recursively)."""
+Document = tuple[object, yaml.Node | None]
+
+
+def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
+    """The node at ``part`` under ``node`` (a mapping key or a sequence index)."""
+    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
+                return value_node
+    elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and (
+            0 <= part < len(node.value)):
+        return node.value[part]
+    return None
+
+
+def _objects(document: object, node: yaml.Node | None = None
+             ) -> Iterator[tuple[dict[str, Any], yaml.Node | None]]:
+    """The objects in one YAML document, with ``kind: List`` expanded (recursively),
+    each with its YAML node (for the scalars as written)."""
     if not isinstance(document, dict):
         return
     if document.get("kind") == "List" or (
@@ -59,10 +103,34 @@ def _objects(document: object) -> Iterator[dict[str, Any]]:
         and document["kind"].endswith("List")
         and isinstance(document.get("items"), list)
     ):
-        for item in document.get("items") or []:
-            yield from _objects(item)
+        items_node = _child(node, "items")
+        for index, item in enumerate(document.get("items") or []):
+            yield from _objects(item, _child(items_node, index))
         return
-    yield document
+    yield document, node
+
+
+def _value_at(obj: object, path: Path) -> object:
+    for part in path:
+        found = (isinstance(obj, dict) and isinstance(part, str) and part in obj) or (
+            isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj))
+        if not found:
+            return None
+        obj = obj[part]  # type: ignore[index]
+    return obj
+
+
+def _as_written(finding: Finding, obj: dict[str, Any], node: yaml.Node | None) -> Finding:
+    """A "quote it" hint with the scalar as the file spells it (``on``, not ``true``)."""
+    value = _value_at(obj, finding.path)
+    if finding.message != quote_hint(value):
+        return finding
+    for part in finding.path:
+        node = _child(node, part)
+    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+        return finding
+    written = quote_hint(value, node.value)
+    return replace(finding, message=written) if written else finding
 
 
 def _label(obj: dict[str, Any]) -> str:
@@ -79,7 +147,20 @@ def _read(path: str) -> str:
         return handle.read()
 
 
-def _load(path: str, err: TextIO) -> list[object] | None:
+def _documents(text: str) -> list[Document]:
+    """Each YAML document as data and as its node tree, in one parse."""
+    loader = _Loader(text)
+    try:
+        out: list[Document] = []
+        while loader.check_node():
+            node = loader.get_node()
+            out.append((loader.construct_document(node), node))
+        return out
+    finally:
+        loader.dispose()
+
+
+def _load(path: str, err: TextIO) -> list[Document] | None:
     try:
         text = _read(path)
     except (OSError, UnicodeDecodeError) as exc:
@@ -87,7 +168,7 @@ def _load(path: str, err: TextIO) -> list[object] | None:
         print(f"{path}: cannot read file: {reason}", file=err)
         return None
     try:
-        return list(yaml.load_all(text, Loader=_Loader))
+        return _documents(text)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -111,9 +192,10 @@ def validate(
         if documents is None:
             status = EXIT_UNREADABLE
             continue
-        for document in documents:
-            for obj in _objects(document):
+        for document, node in documents:
+            for obj, obj_node in _objects(document, node):
                 for finding in check(obj, allow_http_plugins=allow_http_plugins):
+                    finding = _as_written(finding, obj, obj_node)
                     print(f"{path}: {_label(obj)}: {finding}", file=out)
                     if not finding.warning and status == EXIT_OK:
                         status = EXIT_INVALID

@@ -28,16 +28,27 @@ PathPart = str | int
 Path = tuple[PathPart, ...]
 
 
+def _printable(part: str) -> str:
+    """``part`` with each non-printable character escaped as ``repr`` would (``\\n``,
+    ``\\x00``, ``\\u2028``): a label key or unknown field name is user data, and the API
+    server drops a warning that contains a control character."""
+    if part.isprintable():
+        return part
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in part)
+
+
 def render_path(path: Iterable[PathPart]) -> str:
     """Render a path the way Kubernetes does: ``spec.plugins.metric[0].sha256``."""
     out: list[str] = []
     for part in path:
-        if isinstance(part, Key | int):
+        if isinstance(part, int):
             out.append(f"[{part}]")
+        elif isinstance(part, Key):
+            out.append(f"[{_printable(part)}]")
         elif out:
-            out.append(f".{part}")
+            out.append(f".{_printable(part)}")
         else:
-            out.append(part)
+            out.append(_printable(part))
     return "".join(out)
 
 

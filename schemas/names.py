@@ -13,7 +13,15 @@ import re
 DNS1123_SUBDOMAIN_MAX = 253
 QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_MAX = 63
-ANNOTATIONS_TOTAL_MAX = 256 * 1024
+# Kubernetes' limit on the total size of an object's annotations: the sum of the UTF-8
+# byte lengths of every key and value (Go strings are bytes).
+K8S_ANNOTATIONS_TOTAL_MAX = 256 * 1024
+# What rollgate adds to the AnalysisRun next to the user's annotations: rollgate.dev/freight
+# (the freight names, up to 253 bytes each, comma-separated) and the full value of any
+# label over 63 characters (kargo.akuity.io/stage: a Stage name, up to 253 bytes). 16 KiB
+# covers about sixty maximum-length freight names in one collection.
+ROLLGATE_ANNOTATIONS_HEADROOM = 16 * 1024
+ANNOTATIONS_TOTAL_MAX = K8S_ANNOTATIONS_TOTAL_MAX - ROLLGATE_ANNOTATIONS_HEADROOM
 
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")

@@ -16,6 +16,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from schemas.compiled import PLUGINS_VALIDATOR
 from schemas.findings import Finding, Path, sort_findings
+from schemas.limits import oversized
 from schemas.lookups import LookupUnavailable, RolloutManagerLookup
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
 from schemas.translate import schema_findings, short
@@ -218,9 +219,13 @@ def check_rollout_manager(
     """
     if not isinstance(rm, dict):
         return []
-    findings = schema_findings(PLUGINS_VALIDATOR, rm)
     spec = rm.get("spec")
     plugins = spec.get("plugins") if isinstance(spec, dict) else None
+    if isinstance(plugins, dict):
+        too_big = oversized(("spec", "plugins"), plugins, PLUGIN_LISTS)
+        if too_big:
+            return too_big
+    findings = schema_findings(PLUGINS_VALIDATOR, rm)
     if isinstance(plugins, dict):
         for list_name in PLUGIN_LISTS:
             entries = plugins.get(list_name)

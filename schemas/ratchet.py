@@ -8,6 +8,7 @@ is still raw in ``old_obj``, and that is not a change the user made.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -34,9 +35,20 @@ def _resolve(obj: Any, path: Path) -> tuple[int, Any]:
     return len(path), node
 
 
+def _canonical(resolved: tuple[int, Any]) -> object:
+    """A value as canonical JSON, so that equality follows JSON types: in Python
+    ``1 == True == 1.0``, but changing ``value: 1`` to ``value: true`` is a change."""
+    depth, value = resolved
+    try:
+        return depth, json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return object()  # not comparable: count it as changed (the error stays an error)
+
+
 def _unchanged(finding: Finding, obj: Any, old_obj: Any) -> bool:
     return all(
-        _resolve(obj, path) == _resolve(old_obj, path) for path in finding.compare_paths
+        _canonical(_resolve(obj, path)) == _canonical(_resolve(old_obj, path))
+        for path in finding.compare_paths
     )
 
 

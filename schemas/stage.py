@@ -21,6 +21,7 @@ from schemas.constants import (
     RESERVED_LABEL_PREFIX,
 )
 from schemas.findings import Finding, Key, Path, errors, sort_findings
+from schemas.limits import oversized
 from schemas.lookups import TemplateLookup
 from schemas.names import (
     ANNOTATIONS_TOTAL_MAX,
@@ -42,6 +43,9 @@ def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None) ->
     """
     if not isinstance(stage, dict):
         return []
+    too_big = _oversized(stage)
+    if too_big:
+        return too_big
     findings = schema_findings(STAGE_VALIDATOR, stage)
     spec = stage.get("spec")
     if isinstance(spec, dict):
@@ -64,6 +68,23 @@ def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None) ->
     if template_lookup is not None and not errors(findings):
         findings.extend(template_warnings(stage, lookup=template_lookup))
     return sort_findings(findings)
+
+
+def _oversized(stage: dict[str, Any]) -> list[Finding]:
+    spec = stage.get("spec")
+    if not isinstance(spec, dict):
+        return []
+    found: list[Finding] = []
+    for spelling in SPELLINGS:
+        body = spec.get(spelling)
+        if not isinstance(body, dict):
+            continue
+        found += oversized(("spec", spelling), body, (TEMPLATE_LIST[spelling], "args"))
+        metadata = body.get("analysisRunMetadata")
+        if isinstance(metadata, dict):
+            found += oversized(("spec", spelling, "analysisRunMetadata"), metadata,
+                               ("labels", "annotations"))
+    return found
 
 
 def _stanza_rules(base: Path, spelling: str, body: dict[str, Any]) -> Iterator[Finding]:
@@ -197,7 +218,7 @@ def _annotation_rules(path: Path, annotations: object) -> Iterator[Finding]:
         if not isinstance(key, str):
             yield Finding(path=key_path, message="annotation keys must be strings")
             continue
-        total += len(key) + (len(value) if isinstance(value, str) else 0)
+        total += _utf8_len(key) + (_utf8_len(value) if isinstance(value, str) else 0)
         # The API server lower-cases annotation keys before checking them.
         problem = qualified_name_problem(key.lower())
         if problem:
@@ -216,5 +237,15 @@ def _annotation_rules(path: Path, annotations: object) -> Iterator[Finding]:
     if total > ANNOTATIONS_TOTAL_MAX:
         yield Finding(
             path=path,
-            message=f"total size of annotations must be at most {ANNOTATIONS_TOTAL_MAX} bytes",
+            message=(
+                f"total size of annotations is {total} bytes (UTF-8, keys and values); it "
+                f"must be at most {ANNOTATIONS_TOTAL_MAX} bytes, which leaves room within "
+                "Kubernetes' 256 KiB for the annotations rollgate adds to the AnalysisRun"
+            ),
         )
+
+
+def _utf8_len(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, as Kubernetes counts them; a lone surrogate (JSON
+    allows ``\\ud800``) counts as the 3 bytes Go would replace it with."""
+    return len(text.encode("utf-8", "surrogatepass"))

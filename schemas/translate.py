@@ -106,15 +106,27 @@ def _required_message(parent: Mapping[str, Any], prop: str) -> str:
     return "required field is missing"
 
 
-def _quote_hint(value: object) -> str | None:
-    """Why a scalar is not a string, in YAML terms: the usual cause is an unquoted value."""
-    if isinstance(value, bool):
-        literal = "true" if value else "false"
-    elif isinstance(value, int | float):
-        literal = json.dumps(value)
-    else:
+def quote_hint(value: object, written: str | None = None) -> str | None:
+    """Why a scalar is not a string, in YAML terms: the usual cause is an unquoted value.
+
+    ``written`` is the scalar as it appears in the YAML file, when the caller has it
+    (the offline CLI does; the webhook sees JSON). Without it a boolean gets a neutral
+    wording: ``on``, ``yes`` and ``true`` all arrive as ``true``, and telling someone who
+    wrote ``on`` to write ``"true"`` would change their value.
+    """
+    if not isinstance(value, bool | int | float):
         return None
-    return f'must be a string; YAML reads {literal} as {json_type(value)}, so quote it: "{literal}"'
+    kind = json_type(value)
+    if written is not None:
+        quoted = json.dumps(written)
+        return f"must be a string; YAML reads {written} as {kind}, so quote it: {quoted}"
+    if isinstance(value, bool):
+        return (
+            f"must be a string; YAML reads an unquoted true, false, yes, no, on or off as "
+            f"a boolean (here {json.dumps(value)}), so quote it as written"
+        )
+    literal = json.dumps(value)
+    return f'must be a string; YAML reads {literal} as {kind}, so quote it: "{literal}"'
 
 
 def _type_message(error: ValidationError) -> str:
@@ -123,7 +135,7 @@ def _type_message(error: ValidationError) -> str:
     if error.instance is None and messages.get("required"):
         return messages["required"]
     if schema.get("x-quote"):
-        hint = _quote_hint(error.instance)
+        hint = quote_hint(error.instance)
         if hint:
             return hint
     if messages.get("type"):
@@ -200,11 +212,11 @@ def schema_findings(validator: Draft202012Validator, instance: object) -> list[F
     """Every schema error in ``instance`` as findings, at most one per field path."""
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
-    # did-you-mean names a missing required field, or an object has exactly one unknown
-    # and one missing field, only the unknown field (with its hint) is reported.
+    # did-you-mean names a missing required field, only the unknown field (with its
+    # hint) is reported. Only then: an unrelated unknown field next to a genuinely
+    # missing one (``{value: "1", description: x}``) is two mistakes, both reported.
     meant: set[Path] = set()
     missing: dict[Path, None] = {}  # ordered set: one ``required`` error per missing field
-    unknown_at: dict[Path, int] = {}
 
     def offer(path: Path, rank: int, message: str) -> None:
         current = chosen.get(path)
@@ -217,7 +229,6 @@ def schema_findings(validator: Draft202012Validator, instance: object) -> list[F
         if keyword == "additionalProperties":
             for name, message, guess in _unknown_fields(error):
                 offer((*base, name), 1, message)
-                unknown_at[base] = unknown_at.get(base, 0) + 1
                 if guess:
                     meant.add((*base, guess))
         elif keyword == "required":
@@ -231,12 +242,7 @@ def schema_findings(validator: Draft202012Validator, instance: object) -> list[F
             offer(base, 0, _type_message(error))
         else:
             offer(base, _PRIORITY.get(keyword, 9), _keyword_message(error))
-    missing_at: dict[Path, int] = {}
     for path in missing:
-        missing_at[path[:-1]] = missing_at.get(path[:-1], 0) + 1
-    for path in missing:
-        parent = path[:-1]
-        swapped = unknown_at.get(parent) == 1 and missing_at[parent] == 1
-        if (path in meant or swapped) and chosen[path][0] == 1:
+        if path in meant and chosen[path][0] == 1:
             del chosen[path]  # rank 1 here can only be the ``required`` finding itself
     return [finding for _, finding in chosen.values()]

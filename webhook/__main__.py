@@ -36,7 +36,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
     p.add_argument("--lookup-timeout", type=float, default=2.0,
-                   help="seconds for each cross-object look-up (default 2)")
+                   help="look-up budget per admission request: seconds that all of one "
+                   "request's cross-object look-ups may take together (default 2)")
     p.add_argument("--cache-ttl", type=float, default=5.0,
                    help="seconds a look-up answer is reused (default 5)")
     p.add_argument("--log-level", default="info",

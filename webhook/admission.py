@@ -163,8 +163,33 @@ def _is_checked(request: Mapping[str, Any], resource: str) -> dict[str, Any] | N
     return obj
 
 
+# A huge object can have tens of thousands of findings; a denial listing all of them
+# would be megabytes (and seconds of CPU to build). The first ones are enough to fix,
+# then the user re-applies. The API server keeps only a few KiB of warnings anyway.
+MAX_ERRORS = 100
+MAX_WARNINGS = 50
+MAX_TEXT = 512  # characters of one cause field, cause message or warning
+
+
+def _clip(text: str, limit: int = MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def warning_text(finding: schemas.Finding) -> str:
-    return f"{finding.field}: {finding.message}"
+    return _clip(f"{finding.field}: {finding.message}")
+
+
+def _more(count: int, what: str) -> str:
+    return f"... and {count} more {what}{'' if count == 1 else 's'}"
+
+
+def warning_texts(findings: list[schemas.Finding]) -> list[str]:
+    """At most :data:`MAX_WARNINGS` warnings (the last one says how many were left out)."""
+    found = schemas.warnings(findings)
+    if len(found) <= MAX_WARNINGS:
+        return [warning_text(f) for f in found]
+    kept = MAX_WARNINGS - 1
+    return [*(warning_text(f) for f in found[:kept]), _more(len(found) - kept, "warning")]
 
 
 def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
@@ -181,6 +206,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
                                 message="AdmissionReview request has no object"), "denied")
         return Outcome(allow(uid), "skipped")
     obj = _with_namespace(obj, request.get("namespace"))
+    lookups = lookups.begin()
     findings = schemas.check(
         obj,
         template_lookup=lookups.template,
@@ -191,14 +217,20 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     if request.get("operation") == "UPDATE" and isinstance(old, dict):
         findings = schemas.ratchet(findings, obj=obj, old_obj=old)
     errors = schemas.errors(findings)
-    warnings = [warning_text(f) for f in schemas.warnings(findings)]
+    warnings = warning_texts(findings)
     if not errors:
         return Outcome(allow(uid, warnings=warnings), "allowed")
     kind = TARGETS[resource]["kind"]
-    name = _object_name(request, obj)
-    message = f'{kind} "{name}" is invalid: ' + "; ".join(
-        f"{f.field}: {f.message}" for f in errors
-    )
+    name = _clip(_object_name(request, obj), 253)
+    shown = [(_clip(f.field), _clip(f.message)) for f in errors[:MAX_ERRORS]]
+    causes = [{"reason": "FieldValueInvalid", "field": field, "message": text}
+              for field, text in shown]
+    parts = [f"{field}: {text}" for field, text in shown]
+    if len(errors) > MAX_ERRORS:
+        more = _more(len(errors) - MAX_ERRORS, "error")
+        parts.append(more)
+        causes.append({"reason": "FieldValueInvalid", "field": "", "message": more})
+    message = f'{kind} "{name}" is invalid: ' + "; ".join(parts)
     # First cause: who denied it, with no field (the object as a whole), the way
     # Kubernetes' own ValidatingAdmissionPolicy names itself; kubectl prints it as
     # `* : admission webhook "..." denied the request` above the field errors.
@@ -210,8 +242,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
         "causes": [
             {"reason": "FieldValueInvalid", "field": "",
              "message": f'admission webhook "{webhook_name}" denied the request'},
-            *({"reason": "FieldValueInvalid", "field": f.field, "message": f.message}
-              for f in errors),
+            *causes,
         ],
     }
     return Outcome(

@@ -17,10 +17,20 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Lookups:
     """The cross-object look-ups handed to ``schemas``; ``None`` means "not available",
-    and the checks that need them are skipped (DESIGN.md: answer without them)."""
+    and the checks that need them are skipped (DESIGN.md: answer without them).
+
+    ``per_request``, when set, is called once per admission request and its result is
+    used instead: that is how every request gets its own look-up budget (one deadline
+    shared by all of its look-ups, see :mod:`webhook.lookups`).
+    """
 
     template: TemplateLookup | None = None
     rollout_managers: RolloutManagersLookup | None = None
+    per_request: Callable[[], Lookups] | None = None
+
+    def begin(self) -> Lookups:
+        """The look-ups for one admission request."""
+        return self.per_request() if self.per_request is not None else self
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,8 @@ class WebhookConfig:
     ``lookups`` wins over ``api_client``; with neither, no cross-object warnings are
     produced. ``api_client`` is an official-client ``ApiClient``; the app wraps it in
     :class:`webhook.lookups.ClusterLookups` with ``lookup_timeout`` and ``cache_ttl``.
+    ``lookup_timeout`` is the per-request budget: all look-ups of one admission request
+    together wait at most this long.
     ``bench_noop`` adds ``POST /noop`` (a constant allow) for bench/admission.py only.
     """
 

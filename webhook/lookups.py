@@ -1,8 +1,14 @@
 """Cross-object look-ups for the validating webhook, through the official client.
 
-They only feed warnings, so they must never make admission slow or fail: each call
-has a short ``_request_timeout``, and any API error or timeout becomes
-``schemas.LookupUnavailable`` (schemas then skips those warnings).
+They only feed warnings, so they must never make admission slow or fail. Each
+admission request gets one budget (``timeout``, the ``--lookup-timeout`` flag, 2 s by
+default) for all of its look-ups together: :meth:`ClusterLookups.as_lookups` hands the
+webhook a factory, and every request starts a fresh deadline from it. Each fetch waits
+at most ``min(timeout, time left)``; once the budget is spent, or on any API error or
+timeout, the look-up raises ``schemas.LookupUnavailable`` and schemas answers without
+those warnings. A Stage naming many templates on a slow API server therefore still gets
+its answer within about ``timeout`` seconds, well inside the webhook's
+``timeoutSeconds`` (5) in manifests/webhook.
 
 Caching, keyed by (kind, namespace, name), is for bursts (many Stages naming the same
 template), and only where a stale answer is harmless:
@@ -95,13 +101,24 @@ class ClusterLookups:
         self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
 
-    def _cached(self, key: CacheKey, fetch: Callable[[], Any], *, cache_hits: bool) -> Any:
+    def _cached(self, key: CacheKey, fetch: Callable[[float], Any], *, cache_hits: bool,
+                deadline: float | None) -> Any:
         found, value = self._cache.get(key)
         if found:
             metrics.LOOKUPS.labels(key[0], "error" if isinstance(value, _Failed) else "hit").inc()
         else:
+            timeout = self._timeout
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    metrics.LOOKUPS.labels(key[0], "skipped").inc()
+                    raise schemas.LookupUnavailable("look-up budget of this request is spent")
+                timeout = min(timeout, remaining)
+            # A failure after a wait cut short by the budget says nothing about the key:
+            # it is not remembered, so the next request asks again with a full timeout.
+            cut_short = timeout < self._timeout
             try:
-                value = fetch()
+                value = fetch(timeout)
             except ApiException as exc:
                 if exc.status == 404:
                     value = None
@@ -114,36 +131,55 @@ class ClusterLookups:
             metrics.LOOKUPS.labels(key[0], result).inc()
             if isinstance(value, _Failed):
                 log.warning("look-up failed", extra={"key": "/".join(key), "error": value.reason})
-                self._cache.put(key, value, ttl=self._failure_ttl)
+                if not cut_short:
+                    self._cache.put(key, value, ttl=self._failure_ttl)
             elif value is not None and cache_hits:
                 self._cache.put(key, value)
         if isinstance(value, _Failed):
             raise schemas.LookupUnavailable(value.reason)
         return value
 
-    def template(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def template(self, kind: str, namespace: str, name: str, *,
+                 deadline: float | None = None) -> dict[str, Any] | None:
+        """The template, None when it does not exist; ``deadline`` (a
+        ``time.monotonic()`` value) bounds the wait on top of the per-call timeout."""
         plural = _PLURALS.get(kind)
         if plural is None:
             return None
         if kind == "ClusterAnalysisTemplate":
-            def fetch() -> Any:
+            def fetch(timeout: float) -> Any:
                 return self._api.get_cluster_custom_object(
-                    GROUP, VERSION, plural, name, _request_timeout=self._timeout)
+                    GROUP, VERSION, plural, name, _request_timeout=timeout)
         else:
-            def fetch() -> Any:
+            def fetch(timeout: float) -> Any:
                 return self._api.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, _request_timeout=self._timeout)
+                    GROUP, VERSION, namespace, plural, name, _request_timeout=timeout)
         scope_ns = "" if kind == "ClusterAnalysisTemplate" else namespace
-        return self._cached((kind, scope_ns, name), fetch, cache_hits=True)
+        return self._cached((kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline)
 
-    def rollout_managers(self, namespace: str) -> list[dict[str, Any]]:
-        def fetch() -> Any:
+    def rollout_managers(self, namespace: str, *,
+                         deadline: float | None = None) -> list[dict[str, Any]]:
+        def fetch(timeout: float) -> Any:
             listing = self._api.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "rolloutmanagers", _request_timeout=self._timeout)
+                GROUP, VERSION, namespace, "rolloutmanagers", _request_timeout=timeout)
             return listing.get("items") or []
 
-        return list(self._cached(("RolloutManager", namespace, ""), fetch, cache_hits=False)
-                    or [])
+        return list(self._cached(("RolloutManager", namespace, ""), fetch, cache_hits=False,
+                                 deadline=deadline) or [])
+
+    def for_request(self) -> Lookups:
+        """Look-ups sharing one deadline: ``timeout`` seconds from now, for everything
+        one admission request asks."""
+        deadline = time.monotonic() + self._timeout
+
+        def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            return self.template(kind, namespace, name, deadline=deadline)
+
+        def rollout_managers(namespace: str) -> list[dict[str, Any]]:
+            return self.rollout_managers(namespace, deadline=deadline)
+
+        return Lookups(template=template, rollout_managers=rollout_managers)
 
     def as_lookups(self) -> Lookups:
-        return Lookups(template=self.template, rollout_managers=self.rollout_managers)
+        """What the app holds: a factory that starts each request's budget."""
+        return Lookups(per_request=self.for_request)

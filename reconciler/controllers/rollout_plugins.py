@@ -47,6 +47,7 @@ from reconciler.runtime.rest import (
     MERGE_PATCH,
     Rest,
     is_conflict,
+    is_not_found,
 )
 from reconciler.runtime.types import (
     CONFIG_MAP,
@@ -174,20 +175,34 @@ def with_kind(obj: Mapping[str, Any], resource: Resource) -> dict[str, Any]:
 
 
 class RolloutPluginsController:
-    """Keeps ``argo-rollouts-config`` and the Argo Rollouts Deployment in line with RMs."""
+    """Keeps ``argo-rollouts-config`` and the Argo Rollouts Deployment in line with RMs.
+
+    Only the ConfigMap and the Deployment it manages are watched (field selectors on
+    their names), so the cache holds two objects per namespace instead of every
+    ConfigMap and Deployment of the cluster, and RBAC can name them (resourceNames).
+    """
 
     name = "rollout-plugins"
     primary = ROLLOUT_MANAGER
-    watches = (ROLLOUT_MANAGER, CONFIG_MAP, DEPLOYMENT)
 
-    def __init__(self) -> None:
-        # map_event has no Context: the cache and the Deployment name are remembered
-        # from the first reconcile (or resync) so that ConfigMap and Deployment events
-        # map to the namespace's owner, and other Deployments map to nothing.
+    def __init__(self, rollouts_deployment: str = DEFAULT_DEPLOYMENT) -> None:
+        # map_event has no Context: the cache is remembered from the first reconcile
+        # (or resync) so that ConfigMap and Deployment events map to the namespace's
+        # owner.
         self._cache: Any = None
-        self._deployment: str | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
+        self.configure({"rollouts_deployment": rollouts_deployment})
+
+    def configure(self, options: Mapping[str, Any]) -> None:
+        """Take the Deployment name from the flags; the runtime calls this before it
+        reads ``watches``, so the Deployment informer selects that name."""
+        self.deployment_name = str(options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT)
+        self.deployments = DEPLOYMENT.named(self.deployment_name)
+        self.watches: tuple[Resource, ...] = (
+            ROLLOUT_MANAGER, self.config_maps, self.deployments,
+        )
 
     # -- event mapping ----------------------------------------------------------------
 
@@ -195,9 +210,11 @@ class RolloutPluginsController:
         meta = _meta(obj)
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
-        if resource == CONFIG_MAP and name != CONFIG_MAP_NAME:
+        # The informers select these names already; the checks keep the mapping right
+        # for any cache that does not (and say what is relevant).
+        if resource == self.config_maps and name != CONFIG_MAP_NAME:
             return []
-        if resource == DEPLOYMENT and self._deployment not in (None, name):
+        if resource == self.deployments and name != self.deployment_name:
             return []
         rms = self._rms(namespace)
         if resource == ROLLOUT_MANAGER:
@@ -207,7 +224,7 @@ class RolloutPluginsController:
         owner = owner_of(rms)
         if owner is not None:
             return [object_key(owner)]
-        if resource == CONFIG_MAP and keys_owned_by(obj, FIELD_MANAGER):
+        if resource == self.config_maps and keys_owned_by(obj, FIELD_MANAGER):
             # No RolloutManager left but rollgate still owns keys here: any key of the
             # namespace makes reconcile release them.
             return [Key(namespace, CONFIG_MAP_NAME)]
@@ -221,7 +238,7 @@ class RolloutPluginsController:
         """
         self._cache = cache
         keys: list[Key] = []
-        for cm in cache.list(CONFIG_MAP):
+        for cm in cache.list(self.config_maps):
             meta = _meta(cm)
             namespace = meta.get("namespace") or ""
             if (
@@ -250,7 +267,6 @@ class RolloutPluginsController:
         same ConfigMap (and emitting the same event) at once.
         """
         self._cache = ctx.cache
-        self._deployment = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
         with self._lock_for(key.namespace):
             try:
                 self._reconcile(key, ctx, Rest(ctx.api))
@@ -322,7 +338,7 @@ class RolloutPluginsController:
     def _write_config_map(
         self, rm: Obj, namespace: str, data: dict[str, str], ctx: Context, rest: Rest
     ) -> None:
-        if in_sync(ctx.cache.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME), data):
+        if in_sync(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME), data):
             return
         live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
         if in_sync(live, data):
@@ -365,8 +381,8 @@ class RolloutPluginsController:
 
         Returns the part of the condition message about the Deployment.
         """
-        name = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
-        cached = ctx.cache.get(DEPLOYMENT, namespace, name)
+        name = self.deployment_name
+        cached = ctx.cache.get(self.deployments, namespace, name)
         if cached is None:
             return (
                 f'Deployment "{name}" not found in namespace "{namespace}": '
@@ -402,41 +418,64 @@ class RolloutPluginsController:
         return f'Deployment "{name}" rolled to load this plugin configuration'
 
     def _release(self, namespace: str, ctx: Context, rest: Rest) -> None:
-        """No RolloutManager in the namespace: give up the keys rollgate wrote.
+        """No RolloutManager in the namespace: remove the keys rollgate wrote.
 
-        Only keys rollgate owns are removed (apply with no data); keys it never wrote
-        belong to whoever uses Argo Rollouts without a RolloutManager. The ConfigMap and
-        its other keys stay.
+        Only keys rollgate owns are removed; keys it never wrote belong to whoever uses
+        Argo Rollouts without a RolloutManager. The ConfigMap and its other keys stay.
+
+        The keys go with the test-guarded JSON patch that ``_sync`` uses for leftovers,
+        not with an apply of no keys: such an apply only gives up rollgate's share, so a
+        key another field manager co-owns (the same value applied by, say, the
+        argo-rollouts-manager operator) would stay and keep the plugins loaded. Removing
+        while rollgate still owns the keys keeps this retryable: ownership is how both
+        this method and ``resync_keys`` find the namespace again after a failure.
         """
-        if not keys_owned_by(ctx.cache.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME),
+        if not keys_owned_by(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME),
                              FIELD_MANAGER):
             return
         live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
-        if live is None or not keys_owned_by(live, FIELD_MANAGER):
-            return
-        body = apply_body(namespace, {})
-        # The precondition keeps a ConfigMap deleted in the meantime from being re-created.
-        body["metadata"]["resourceVersion"] = _meta(live).get("resourceVersion")
-        rest.patch(
-            CONFIG_MAP, namespace, CONFIG_MAP_NAME, body,
-            content_type=APPLY_PATCH, field_manager=FIELD_MANAGER, force=True,
-        )
-        ctx.events.emit(
-            with_kind(live, CONFIG_MAP), type="Normal", reason="PluginsRemoved",
-            message="no RolloutManager left in the namespace: rollgate's plugin keys removed",
-        )
-        name = ctx.options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT
-        deployment = rest.get(DEPLOYMENT, namespace, name)
-        if deployment is not None and pod_template_checksum(deployment) != EMPTY_CHECKSUM:
-            patch = {
-                "spec": {"template": {"metadata": {"annotations": {
-                    ANNOTATION_PLUGINS_CHECKSUM: EMPTY_CHECKSUM,
-                }}}}
-            }
-            rest.patch(
-                DEPLOYMENT, namespace, name, patch,
-                content_type=MERGE_PATCH, field_manager=FIELD_MANAGER,
+        owned = [k for k in MANAGED_KEYS if k in keys_owned_by(live, FIELD_MANAGER)]
+        ops = removal_patch(live, owned) if live is not None else []
+        if not ops:
+            return  # the cache was behind: nothing of rollgate's is left
+        try:
+            # A JSON patch never creates, so a ConfigMap deleted meanwhile stays deleted;
+            # a value changed since the read fails the test and is re-read on retry.
+            result = rest.patch(
+                CONFIG_MAP, namespace, CONFIG_MAP_NAME, ops,
+                content_type=JSON_PATCH, field_manager=FIELD_MANAGER,
             )
+        except ApiException as exc:
+            if is_not_found(exc):
+                return
+            raise
+        left = managed_values(result)
+        removed = [k for k in owned if k not in left]
+        if removed:
+            ctx.events.emit(
+                with_kind(result, CONFIG_MAP), type="Normal", reason="PluginsRemoved",
+                message=(
+                    "no RolloutManager left in the namespace: rollgate's plugin keys "
+                    f"removed: {', '.join(removed)}"
+                ),
+            )
+        # The checksum of what the ConfigMap still configures (normally nothing), so the
+        # Argo Rollouts controller restarts only if its plugin set really changed.
+        self._annotate_deployment(namespace, checksum(left), rest)
+
+    def _annotate_deployment(self, namespace: str, digest: str, rest: Rest) -> None:
+        deployment = rest.get(DEPLOYMENT, namespace, self.deployment_name)
+        if deployment is None or pod_template_checksum(deployment) == digest:
+            return
+        patch = {
+            "spec": {"template": {"metadata": {"annotations": {
+                ANNOTATION_PLUGINS_CHECKSUM: digest,
+            }}}}
+        }
+        rest.patch(
+            DEPLOYMENT, namespace, self.deployment_name, patch,
+            content_type=MERGE_PATCH, field_manager=FIELD_MANAGER,
+        )
 
     def _set_condition(
         self,

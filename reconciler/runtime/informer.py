@@ -4,6 +4,10 @@ The loop is the classic reflector: list (remember the list's resourceVersion), t
 watch from it with bookmarks so the resourceVersion stays fresh even when nothing we
 watch changes; when the server says 410 Gone (our resourceVersion was compacted away)
 list again and diff against the store so no delete is missed.
+
+A resource with a ``field_selector`` is listed and watched with ``fieldSelector``, so
+the store holds only the selected objects and the requests stay within RBAC rules
+limited by ``resourceNames``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -28,6 +33,27 @@ Handler = Callable[[str, Obj], None]
 
 class Gone(Exception):
     """The watch's resourceVersion is too old; a fresh list is needed."""
+
+
+class _FieldSelected(Rest):
+    """``inner`` with ``fieldSelector`` added to every request sent through it.
+
+    ``Rest.list`` passes extra query parameters on, ``Rest.watch`` takes none; every
+    request goes through ``raw``, so adding the selector there narrows the watch
+    without changing ``Rest``'s interface (a ``**query`` on ``Rest.watch``, like
+    ``Rest.list`` has, would make this class unnecessary).
+    """
+
+    def __init__(self, inner: Rest, field_selector: str) -> None:
+        super().__init__(inner.api)
+        self._inner = inner
+        self._field_selector = field_selector
+
+    def raw(
+        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
+        query = {**(query or {}), "fieldSelector": self._field_selector}
+        return self._inner.raw(method, path, query=query, **kwargs)
 
 
 class Informer:
@@ -58,7 +84,9 @@ class Informer:
     @property
     def name(self) -> str:
         scope = self.namespace or "*"
-        return f"{self.resource.plural}.{self.resource.group or 'core'}/{scope}"
+        # The selector tells apart two informers of one kind in readiness messages.
+        selector = f"[{self.resource.field_selector}]" if self.resource.field_selector else ""
+        return f"{self.resource.plural}.{self.resource.group or 'core'}/{scope}{selector}"
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"informer {self.name}", daemon=True)
@@ -100,7 +128,10 @@ class Informer:
         items: list[Obj] = []
         cont = None
         while True:
-            page = self.rest.list(self.resource, self.namespace, limit=500, **{"continue": cont})
+            page = self.rest.list(
+                self.resource, self.namespace, limit=500,
+                **{"continue": cont, "fieldSelector": self.resource.field_selector},
+            )
             kind = self.resource.kind
             for item in page.get("items") or []:
                 # List items come without apiVersion/kind; watch events have them.
@@ -125,8 +156,11 @@ class Informer:
     def _watch(self) -> None:
         # A random server-side timeout spreads the re-watches of many informers.
         timeout = int(self.watch_timeout * (0.5 + random.random() / 2))
+        rest = self.rest
+        if self.resource.field_selector:
+            rest = _FieldSelected(rest, self.resource.field_selector)
         try:
-            events = self.rest.watch(
+            events = rest.watch(
                 self.resource, self.namespace,
                 resource_version=self.resource_version, timeout_seconds=timeout,
             )

@@ -110,6 +110,12 @@ class Manager:
         self.options = options
         self.metrics = Metrics()
         self.stop = threading.Event()
+        for c in controllers:
+            # Before ``watches`` is read: a controller may narrow a watch to a name
+            # given by a flag (e.g. --rollouts-deployment), so RBAC can name it too.
+            configure = getattr(c, "configure", None)
+            if configure is not None:
+                configure(options)
         self.runners = [
             ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
             for c in controllers

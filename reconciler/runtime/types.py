@@ -10,7 +10,7 @@ controller is plain code over a read-only cache and an API client.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
@@ -18,17 +18,32 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """A Kubernetes resource handled as plain JSON."""
+    """A Kubernetes resource handled as plain JSON.
+
+    ``field_selector`` narrows what an informer lists and watches (``fieldSelector`` on
+    both requests). A controller that needs one object by name declares it with
+    ``named``: the cache then holds only that object, and RBAC can be limited to it
+    with ``resourceNames`` (the API server authorizes a list/watch whose field selector
+    is ``metadata.name=<x>`` as a request for ``<x>``). The selector is part of equality
+    on purpose: a narrowed resource is a different cache, so asking the cache for the
+    unnarrowed one fails loudly instead of silently answering from a subset, and two
+    controllers that select differently get separate informers.
+    """
 
     group: str  # "" for the core group
     version: str
     plural: str
     kind: str
     namespaced: bool = True
+    field_selector: str | None = None
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    def named(self, name: str) -> Resource:
+        """This resource narrowed to objects called ``name`` (in any watched namespace)."""
+        return replace(self, field_selector=f"metadata.name={name}")
 
 
 STAGE = Resource("kargo.akuity.io", "v1alpha1", "stages", "Stage")
@@ -93,6 +108,14 @@ class Context:
 
 
 class Controller(Protocol):
+    """A controller run by the runtime.
+
+    Optionally it also has ``configure(options)``: the manager calls it with the parsed
+    flags before it reads ``watches``, for watches that depend on flags (a resource
+    narrowed with ``Resource.named`` to a name given on the command line), and
+    ``resync_keys(cache)`` (see ``reconciler.runtime``).
+    """
+
     name: str  # e.g. "stage-verification"; also the --controllers value
     primary: Resource
     watches: tuple[Resource, ...]  # every resource it reads from the cache (incl. primary)

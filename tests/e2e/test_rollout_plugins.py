@@ -437,3 +437,115 @@ def test_missing_rollouts_deployment_is_reported(env: Env) -> None:
     cond = env.wait_synced("rollouts")
     assert "will load when it starts" in cond["message"]
     assert env.entries(METRIC) == [PROMETHEUS]
+
+
+# --- another manager co-owning a plugin key ---------------------------------------------------
+
+# The field manager argo-rollouts-manager (the operator) uses; any other name would do.
+CO_OWNER = "argo-rollouts-manager"
+
+
+def co_own(env: Env, key: str) -> None:
+    """Server-side apply the key's current value as a second field manager.
+
+    Same value, so no conflict: the key is then owned by rollgate and CO_OWNER both, and
+    an apply by rollgate without the key only gives up rollgate's share of it.
+    """
+    value = env.config_map()["data"][key]  # type: ignore[index]
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CM, "namespace": env.ns}, "data": {key: value}}
+    env.kubectl("apply", "--server-side", f"--field-manager={CO_OWNER}", "-f", "-",
+                input=json.dumps(body))
+    shown = env.kubectl("get", "configmap", CM, "-o", "json", "--show-managed-fields")
+    managers = {
+        entry["manager"]
+        for entry in json.loads(shown.stdout)["metadata"]["managedFields"]
+        if f"f:{key}" in (entry.get("fieldsV1") or {}).get("f:data", {})
+    }
+    assert managers == {"rollgate", CO_OWNER}, managers
+
+
+def create_config_map_without_apply(env: Env, data: dict[str, str]) -> None:
+    """``kubectl create``, not ``kubectl apply``.
+
+    ``kubectl apply --server-side`` over an object that client-side apply made moves
+    client-side apply's fields to the new field manager, which then drops those its
+    configuration leaves out (here: the other keys and the labels).
+    """
+    env.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CM, "labels": OTHER_LABELS}, "data": data,
+    }))
+
+
+def test_dropping_a_co_owned_key_from_the_spec_removes_it(env: Env) -> None:
+    create_config_map_without_apply(env, OTHER_DATA)
+    sync_both(env)
+    co_own(env, METRIC)
+
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": []})
+
+    wait_for(lambda: env.entries(METRIC) is None, "the co-owned metricProviderPlugins to go")
+    env.wait_synced("rollouts")
+    env.wait_idle()
+    cm = env.config_map()
+    assert cm is not None
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    assert {k: v for k, v in cm["data"].items() if k != TRAFFIC} == OTHER_DATA
+    assert env.checksum_annotation() == expected_checksum(cm)
+
+
+def test_deleting_the_rollout_manager_removes_a_co_owned_key(env: Env) -> None:
+    create_config_map_without_apply(env, OTHER_DATA)
+    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
+    env.wait_synced("rollouts")
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    co_own(env, METRIC)
+    before = env.wait_idle()
+
+    env.kubectl("delete", "rolloutmanager", "rollouts")
+
+    wait_for(lambda: env.reconciles()[0] > before, "the reconciler to process the delete")
+    env.wait_idle()
+    cm = env.config_map()
+    assert cm is not None, "the ConfigMap itself is kept"
+    assert cm["data"] == OTHER_DATA, "the co-owned plugin key is removed, the rest kept"
+    assert cm["metadata"]["labels"] == OTHER_LABELS
+    # Nothing is configured any more: the annotation says so (the checksum of no keys),
+    # and the removal was reported on the ConfigMap.
+    assert env.checksum_annotation() == expected_checksum(cm)
+    removed = env.kubectl(
+        "get", "events", "-o", "json",
+        "--field-selector", f"involvedObject.name={CM},reason=PluginsRemoved",
+    )
+    assert json.loads(removed.stdout)["items"]
+
+
+# --- least privilege ------------------------------------------------------------------------
+
+
+def test_reconciler_may_write_only_the_objects_it_manages(
+    control_plane: controlplane.ControlPlane, namespace: str
+) -> None:
+    """The plugins controller's RBAC names its ConfigMap and Deployment.
+
+    Asked as the reconciler's ServiceAccount; the rules are the union of every role bound
+    to it, so this also proves no other role of the reconciler grants more.
+    """
+    sa = control_plane.serviceaccount_kubeconfig("rollgate-system", "rollgate-reconciler")
+
+    def can_i(verb: str, what: str, *, ns: str = namespace) -> bool:
+        out = control_plane.kubectl("auth", "can-i", verb, what, "-n", ns,
+                                    kubeconfig=sa, check=False)
+        return out.stdout.strip() == "yes"
+
+    assert can_i("patch", f"configmap/{CM}")
+    assert can_i("patch", "deployment/argo-rollouts")
+    assert not can_i("patch", "configmap/other")
+    assert not can_i("get", "configmap/other")
+    assert not can_i("create", "configmaps")  # an unnamed create could make any ConfigMap
+    assert not can_i("list", "configmaps")  # only with a metadata.name field selector
+    assert not can_i("patch", "deployment/other")
+    assert not can_i("list", "deployments")
+    assert not can_i("patch", "configmap/aws-auth", ns="kube-system")
+    assert not can_i("update", "rolloutmanagers/status")

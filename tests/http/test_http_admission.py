@@ -459,3 +459,31 @@ def test_metrics_count_requests_by_endpoint_and_result(client, post):
            'result="denied"}' in text
     assert 'endpoint="/validate/rolloutmanagers",result="bad_request"' in text
     assert "rollgate_webhook_request_duration_seconds_bucket" in text
+
+
+def test_a_huge_denial_is_capped(post):
+    stage = reviews.valid_stage()
+    stage["spec"]["analysis"]["args"] = [{"name": "a", "value": "x"} for _ in range(1000)]
+    stage["spec"]["analysis"]["analysisRunMetadata"]["annotations"] = {
+        f"rollgate.dev/a{i}": "x" for i in range(120)
+    }
+    answer = post("/validate/stages", reviews.review(stage))
+    assert answer["allowed"] is False
+    causes = answer["status"]["details"]["causes"]
+    # the webhook's own cause, the first 100 errors, then how many were left out
+    assert len(causes) == 1 + 100 + 1
+    assert causes[-1] == {"reason": "FieldValueInvalid", "field": "",
+                          "message": "... and 899 more errors"}
+    assert answer["status"]["message"].endswith("; ... and 899 more errors")
+    assert len(answer["warnings"]) == 50
+    assert answer["warnings"][-1] == "... and 71 more warnings"
+    assert len(json.dumps(answer)) < 100_000
+
+
+def test_a_huge_field_name_is_clipped(post):
+    stage = reviews.valid_stage()
+    stage["spec"]["analysis"]["x" * 100_000] = 1
+    answer = post("/validate/stages", reviews.review(stage))
+    assert answer["allowed"] is False
+    assert all(len(c["field"]) <= 512 for c in answer["status"]["details"]["causes"])
+    assert len(answer["status"]["message"]) < 5_000

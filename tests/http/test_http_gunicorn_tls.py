@@ -3,6 +3,7 @@ from ``certs.generate``, reached over HTTPS on loopback as the API server would.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -57,6 +58,13 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[Server, certs.CertPaths]]:
+    with _serve(tmp_path, workers=2, threads=2) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _serve(tmp_path: Path, *, workers: int, threads: int
+           ) -> Iterator[tuple[Server, certs.CertPaths]]:
     paths = certs.generate(tmp_path / "certs")
     port = _free_port()
     log = tmp_path / "webhook.log"
@@ -65,7 +73,7 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, certs.CertPaths]]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
              "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
-             "--workers", "2", "--threads", "2"],
+             "--workers", str(workers), "--threads", str(threads)],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
         )
     srv = Server(port, paths.ca_cert, log)
@@ -163,3 +171,33 @@ def test_real_gunicorn_over_tls(server):
     served = {srv.served_cert() for _ in range(6)}
     assert served == {new_der}, "a connection was served the old certificate"
     assert "certificate reloaded" in srv.log.read_text()
+
+
+def test_silent_and_stalled_connections_do_not_starve_the_server(tmp_path):
+    """Connections that never finish the TLS handshake must not hold the worker's
+    threads: 16 that send nothing and 4 that stop after the first byte of a
+    ClientHello, against one worker with 4 threads. /healthz must still answer."""
+    with _serve(tmp_path, workers=1, threads=4) as (srv, _paths):
+        idle = []
+        try:
+            for _ in range(16):
+                idle.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+            for _ in range(4):
+                stalled = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                stalled.sendall(b"\x16")  # a TLS record header, cut short
+                idle.append(stalled)
+            time.sleep(0.5)
+            # Generous: a stalled handshake is given up after gunicorn_conf's I/O timeout
+            # (5 s); without it, the four stalled connections hold all four threads forever.
+            conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=20,
+                                               context=srv.context())
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().status == 200
+            conn.close()
+            # The threads were freed by timeouts, logged as one line each, no traceback.
+            log = srv.log.read_text()
+            assert "closed a connection that stalled" in log
+            assert "Traceback" not in log
+        finally:
+            for s in idle:
+                s.close()

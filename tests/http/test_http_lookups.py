@@ -75,3 +75,79 @@ def test_ttl_cache_expires_and_is_bounded():
     cache.put(("k", "n", "short"), 1, ttl=1.0)
     now[0] = 6.5
     assert cache.get(("k", "n", "short")) == (False, None)
+
+
+@pytest.fixture
+def slow_api():
+    """A slow but alive API server: every GET answers 404 after 0.9 s, under the
+    per-call timeout of the look-ups below."""
+    import http.server
+    import threading
+    import time
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(0.9)
+            body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # the client gave up (its budget ran out): expected here
+
+    server = Server(("127.0.0.1", 0), Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.retries = False
+    yield k8s.ApiClient(cfg)
+    server.shutdown()
+    server.server_close()
+
+
+def test_one_lookup_budget_per_admission_request(slow_api):
+    """Six templates at 0.9 s each would take 5.4 s, past the API server's 5 s webhook
+    timeout; the request's 1 s budget cuts that short and the answer comes without the
+    (now unknowable) template warnings."""
+    import time
+
+    app = webhook.create_app(WebhookConfig(api_client=slow_api, lookup_timeout=1.0))
+    stage = reviews.valid_stage()
+    stage["spec"]["analysis"]["templates"] = [
+        {"templateName": f"t{i}", "clusterScope": False} for i in range(6)
+    ]
+    started = time.monotonic()
+    resp = app.test_client().post("/validate/stages", json=reviews.review(stage))
+    elapsed = time.monotonic() - started
+    answer = resp.get_json()["response"]
+    assert answer["allowed"] is True
+    assert not answer.get("warnings")
+    assert elapsed < 2.5  # the 1 s budget plus generous slack; 5.4 s without a budget
+    # The next request gets a budget of its own (and nothing stale was cached).
+    started = time.monotonic()
+    app.test_client().post("/validate/stages", json=reviews.review(stage))
+    assert time.monotonic() - started < 2.5
+
+
+def test_a_spent_budget_skips_the_fetch_and_caches_nothing(unreachable_api, monkeypatch):
+    lookups = ClusterLookups(unreachable_api, timeout=1.0, ttl=5.0)
+    calls = []
+    monkeypatch.setattr(lookups._api, "get_namespaced_custom_object",
+                        lambda *a, **kw: calls.append(kw["_request_timeout"]) or {"spec": {}})
+    import time
+
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("AnalysisTemplate", "ns", "a", deadline=time.monotonic() - 1)
+    assert calls == []
+    # a fresh request is not affected, and each fetch waits at most the time left
+    assert lookups.template("AnalysisTemplate", "ns", "a",
+                            deadline=time.monotonic() + 0.5) == {"spec": {}}
+    assert len(calls) == 1 and calls[0] <= 0.5

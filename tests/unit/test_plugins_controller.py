@@ -1,7 +1,8 @@
 """Pure decisions of the rollout-plugins controller: who owns, when to write, what maps.
 
 The I/O paths are covered end to end in tests/e2e/test_rollout_plugins.py; these pin
-the decisions that make writes minimal (no write, no restart when nothing changed).
+the decisions that make writes minimal (no write, no restart when nothing changed), and
+the release of the keys against an in-memory stand-in for the API (``FakeRest``).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.controllers import rollout_plugins
 from reconciler.controllers.rollout_plugins import (
     EMPTY_CHECKSUM,
     RolloutPluginsController,
@@ -24,10 +27,12 @@ from reconciler.controllers.rollout_plugins import (
 )
 from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH
 from reconciler.runtime.types import (
     CONFIG_MAP,
     DEPLOYMENT,
     ROLLOUT_MANAGER,
+    Context,
     Key,
 )
 
@@ -115,10 +120,10 @@ def test_describe_counts_entries() -> None:
 
 
 def controller_with(*objs: tuple[Any, dict[str, Any]]) -> RolloutPluginsController:
-    stores = {r: Store(r) for r in RolloutPluginsController.watches}
+    controller = RolloutPluginsController()
+    stores = {r: Store(r) for r in controller.watches}
     for resource, obj in objs:
         stores[resource].upsert(obj)
-    controller = RolloutPluginsController()
     controller.resync_keys(CacheView(stores))  # gives the controller its cache
     return controller
 
@@ -128,11 +133,11 @@ def test_config_map_events_map_to_the_owner() -> None:
         (ROLLOUT_MANAGER, rm("b", "2026-01-01T00:00:02Z")),
         (ROLLOUT_MANAGER, rm("a", "2026-01-01T00:00:03Z")),
     )
-    assert list(c.map_event(CONFIG_MAP, cm({}))) == [Key("ns", "b")]
+    assert list(c.map_event(c.config_maps, cm({}))) == [Key("ns", "b")]
     other = {"metadata": {"name": "something-else", "namespace": "ns"}}
-    assert list(c.map_event(CONFIG_MAP, other)) == []
+    assert list(c.map_event(c.config_maps, other)) == []
     dep = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
-    assert list(c.map_event(DEPLOYMENT, dep)) == [Key("ns", "b")]
+    assert list(c.map_event(c.deployments, dep)) == [Key("ns", "b")]
 
 
 def test_rollout_manager_events_map_to_every_rm_of_the_namespace() -> None:
@@ -147,20 +152,22 @@ def test_rollout_manager_events_map_to_every_rm_of_the_namespace() -> None:
 
 def test_without_rollout_managers_only_rollgate_owned_config_maps_map() -> None:
     c = controller_with()
-    assert list(c.map_event(CONFIG_MAP, cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,)))) == [
+    assert list(c.map_event(c.config_maps, cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,)))) == [
         Key("ns", "argo-rollouts-config")
     ]
-    assert list(c.map_event(CONFIG_MAP, cm({METRIC_KEY: "x"}))) == []
-    assert list(c.map_event(DEPLOYMENT, {"metadata": {"name": "d", "namespace": "ns"}})) == []
+    assert list(c.map_event(c.config_maps, cm({METRIC_KEY: "x"}))) == []
+    assert list(c.map_event(c.deployments, {"metadata": {"name": "d", "namespace": "ns"}})) == []
 
 
 def test_resync_finds_config_maps_left_without_rollout_manager() -> None:
-    stores = {r: Store(r) for r in RolloutPluginsController.watches}
-    stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="orphan"))
-    stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="ns"))
-    stores[CONFIG_MAP].upsert(cm({METRIC_KEY: "x"}, ns="foreign"))
+    controller = RolloutPluginsController()
+    stores = {r: Store(r) for r in controller.watches}
+    config_maps = stores[controller.config_maps]
+    config_maps.upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="orphan"))
+    config_maps.upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="ns"))
+    config_maps.upsert(cm({METRIC_KEY: "x"}, ns="foreign"))
     stores[ROLLOUT_MANAGER].upsert(rm("a", "2026-01-01T00:00:03Z"))
-    keys = list(RolloutPluginsController().resync_keys(CacheView(stores)))
+    keys = list(controller.resync_keys(CacheView(stores)))
     assert keys == [Key("orphan", "argo-rollouts-config")]
 
 
@@ -179,3 +186,153 @@ def test_namespace_terminating_is_recognised() -> None:
     garbage.body = "not json"
     assert not namespace_terminating(garbage)
     assert not namespace_terminating(ApiException(status=409, reason="Conflict"))
+
+
+def test_watches_only_the_managed_config_map_and_deployment() -> None:
+    """The cache (and so the RBAC) covers one ConfigMap and one Deployment by name."""
+    c = RolloutPluginsController()
+    c.configure({"rollouts_deployment": "my-rollouts"})
+    assert c.watches == (
+        ROLLOUT_MANAGER,
+        CONFIG_MAP.named("argo-rollouts-config"),
+        DEPLOYMENT.named("my-rollouts"),
+    )
+    assert c.deployments.field_selector == "metadata.name=my-rollouts"
+    assert c.config_maps.field_selector == "metadata.name=argo-rollouts-config"
+    dep = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
+    assert list(c.map_event(c.deployments, dep)) == [], "not the flagged Deployment"
+
+
+# --- releasing the keys when the last RolloutManager goes ------------------------------------
+
+CO_OWNER = "argo-rollouts-manager"
+
+
+class FakeRest:
+    """The ConfigMap and Deployment calls of the controller, in memory.
+
+    Server-side apply is reduced to what releasing depends on: which field managers own
+    which data keys. An apply drops the keys the manager no longer lists, unless another
+    manager still owns them (then only the manager's share goes), as the API server does.
+    """
+
+    def __init__(self, data: dict[str, str], owners: dict[str, set[str]],
+                 annotation: str | None) -> None:
+        self.data = dict(data)
+        self.owners = {k: set(v) for k, v in owners.items()}
+        self.annotations = {} if annotation is None else {
+            "rollgate.dev/plugins-checksum": annotation}
+        self.config_map_exists = True
+
+    def config_map(self) -> dict[str, Any]:
+        managers = sorted({m for owners in self.owners.values() for m in owners})
+        return {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "argo-rollouts-config", "namespace": "ns", "resourceVersion": "7",
+                "managedFields": [
+                    {"manager": m, "operation": "Apply", "fieldsV1": {"f:data": {
+                        f"f:{k}": {} for k, owners in self.owners.items() if m in owners}}}
+                    for m in managers
+                ],
+            },
+            "data": dict(self.data),
+        }
+
+    def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        if resource.plural == "configmaps":
+            return self.config_map() if self.config_map_exists else None
+        return {"metadata": {"name": name, "namespace": namespace},
+                "spec": {"template": {"metadata": {"annotations": dict(self.annotations)}}}}
+
+    def patch(self, resource: Any, namespace: str, name: str, body: Any, *,
+              content_type: str, field_manager: str | None = None, force: bool | None = None,
+              subresource: str = "") -> dict[str, Any]:
+        if resource.plural == "deployments":
+            self.annotations.update(body["spec"]["template"]["metadata"]["annotations"])
+            return {}
+        if not self.config_map_exists:
+            raise ApiException(status=404, reason="Not Found")
+        if content_type == JSON_PATCH:
+            for op in body:
+                key = op["path"].removeprefix("/data/")
+                if op["op"] == "test" and self.data.get(key) != op["value"]:
+                    raise ApiException(status=422, reason="test failed")
+            for op in body:
+                if op["op"] == "remove":
+                    key = op["path"].removeprefix("/data/")
+                    del self.data[key]
+                    self.owners.pop(key, None)
+        elif content_type == APPLY_PATCH:
+            listed = (body.get("data") or {})
+            for key, owners in list(self.owners.items()):
+                if field_manager in owners and key not in listed:
+                    owners.discard(field_manager)
+                    if not owners:
+                        del self.owners[key]
+                        del self.data[key]
+            for key, value in listed.items():
+                self.data[key] = value
+                self.owners.setdefault(key, set()).add(str(field_manager))
+        return self.config_map()
+
+
+class Events:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str]] = []
+
+    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.emitted.append((reason, message))
+
+
+def release(fake: FakeRest, monkeypatch: pytest.MonkeyPatch) -> Events:
+    """Reconcile a namespace whose last RolloutManager is gone."""
+    controller = RolloutPluginsController()
+    stores = {r: Store(r) for r in controller.watches}
+    stores[controller.config_maps].upsert(fake.config_map())
+    monkeypatch.setattr(rollout_plugins, "Rest", lambda api: fake)
+    events = Events()
+    ctx = Context(cache=CacheView(stores), api=None, events=events, options={})
+    controller.reconcile(Key("ns", "argo-rollouts-config"), ctx)
+    return events
+
+
+METRIC_VALUE = "- name: a/b\n  location: file:///x\n"
+TRAFFIC_VALUE = "- name: c/d\n  location: file:///y\n"
+
+
+def test_release_removes_a_key_another_manager_co_owns(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRest(
+        {METRIC_KEY: METRIC_VALUE, "other": "o"},
+        {METRIC_KEY: {"rollgate", CO_OWNER}, "other": {"someone"}},
+        annotation=checksum({METRIC_KEY: METRIC_VALUE}),
+    )
+    events = release(fake, monkeypatch)
+    assert fake.data == {"other": "o"}
+    assert [reason for reason, _ in events.emitted] == ["PluginsRemoved"]
+    assert fake.annotations["rollgate.dev/plugins-checksum"] == EMPTY_CHECKSUM
+
+
+def test_release_keeps_keys_rollgate_never_wrote_and_restarts_for_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Deployment's checksum follows the plugins still configured, not "none"."""
+    fake = FakeRest(
+        {METRIC_KEY: METRIC_VALUE, TRAFFIC_KEY: TRAFFIC_VALUE},
+        {METRIC_KEY: {"rollgate"}, TRAFFIC_KEY: {"someone"}},
+        annotation=checksum({METRIC_KEY: METRIC_VALUE}),
+    )
+    release(fake, monkeypatch)
+    assert fake.data == {TRAFFIC_KEY: TRAFFIC_VALUE}
+    assert fake.annotations["rollgate.dev/plugins-checksum"] == checksum(
+        {TRAFFIC_KEY: TRAFFIC_VALUE})
+
+
+def test_release_of_a_config_map_deleted_meanwhile_is_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeRest({METRIC_KEY: METRIC_VALUE}, {METRIC_KEY: {"rollgate"}}, annotation=None)
+    fake.config_map_exists = False  # the cache still has it
+    events = release(fake, monkeypatch)
+    assert events.emitted == []
+    assert fake.annotations == {}

@@ -140,3 +140,48 @@ def test_yaml_oddities_do_not_crash(tmp_path: Path) -> None:
     result = run("odd.yaml", cwd=tmp_path)
     # The keys arrive as the strings "8080" and "true", which are valid label keys.
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_duplicate_keys_exit_two_naming_the_key_and_line(tmp_path: Path) -> None:
+    # kubectl refuses this file; checking the last value would check something else.
+    (tmp_path / "dup.yaml").write_text(
+        "apiVersion: kargo.akuity.io/v1alpha1\n"
+        "kind: Stage\n"
+        "metadata: {name: uat, namespace: demo}\n"
+        "spec:\n"
+        "  analysis:\n"
+        "    templates: [{templateName: a}]\n"
+        "    args:\n"
+        "    - name: port\n"
+        "      value: '80'\n"
+        "      value: 8080\n"
+    )
+    result = run("dup.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert 'duplicate key "value" (first at line 9)' in result.stderr
+    assert "line 10" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_quote_hint_shows_the_value_as_written(tmp_path: Path) -> None:
+    (tmp_path / "on.yaml").write_text(
+        "apiVersion: kargo.akuity.io/v1alpha1\n"
+        "kind: List\n"
+        "items:\n"
+        "- kind: Stage\n"
+        "  metadata: {name: uat, namespace: demo}\n"
+        "  spec:\n"
+        "    analysis:\n"
+        "      templates: [{templateName: a}]\n"
+        "      args: [{name: a, value: on}, {name: b, value: 010}]\n"
+        "      analysisRunMetadata: {labels: {enabled: yes}}\n"
+    )
+    result = run("on.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert (
+        'on.yaml: Stage/uat: spec.analysis.args[0].value: must be a string; YAML reads on '
+        'as a boolean, so quote it: "on"'
+    ) in result.stdout.splitlines()
+    assert 'YAML reads 010 as an integer, so quote it: "010"' in result.stdout
+    assert 'so quote it: "yes"' in result.stdout
+    assert '"true"' not in result.stdout

@@ -117,3 +117,27 @@ def test_ratchet_with_label_key_paths() -> None:
     new = copy.deepcopy(old)
     new["spec"]["analysis"]["analysisRunMetadata"]["labels"]["rollgate.dev/attempt"] = "2"
     assert len(schemas.errors(ratcheted(new, old))) == 1
+
+
+def _stage_arg(value: object) -> dict[str, Any]:
+    return {
+        "kind": "Stage",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {"analysis": {"templates": [{"templateName": "t"}],
+                              "args": [{"name": "port", "value": value}]}},
+    }
+
+
+def test_a_change_of_json_type_is_a_change() -> None:
+    # In Python 1 == True == 1.0; in the object the user sees, they differ.
+    for old_value, new_value in ((1, True), (1, 1.0), (0, False)):
+        errors = schemas.errors(ratcheted(_stage_arg(new_value), _stage_arg(old_value)))
+        assert [f.field for f in errors] == ["spec.analysis.args[0].value"], (old_value, new_value)
+    # the same value stays ratcheted
+    assert schemas.errors(ratcheted(_stage_arg(True), _stage_arg(True))) == []
+
+
+def test_key_order_is_not_a_change() -> None:
+    old = rm({"name": "gatewayAPI", "location": "file:///p"})
+    new = rm({"location": "file:///p", "name": "gatewayAPI"})
+    assert schemas.errors(ratcheted(new, old)) == []

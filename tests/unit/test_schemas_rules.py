@@ -241,3 +241,50 @@ def test_huge_values_give_short_messages() -> None:
     assert findings
     assert all(len(f.message) < 400 for f in findings)
 
+
+
+def _annotation_errors(annotations: dict[str, str]) -> list[str]:
+    found = schemas.check(stage(analysisRunMetadata={"annotations": annotations}))
+    return [f.field for f in schemas.errors(found)]
+
+
+def test_annotation_size_counts_utf8_bytes_and_leaves_room_for_rollgate() -> None:
+    from schemas.names import ANNOTATIONS_TOTAL_MAX, K8S_ANNOTATIONS_TOTAL_MAX
+
+    assert ANNOTATIONS_TOTAL_MAX < K8S_ANNOTATIONS_TOTAL_MAX
+    room = ANNOTATIONS_TOTAL_MAX - len("example.com/a")
+    assert _annotation_errors({"example.com/a": "x" * room}) == []
+    assert _annotation_errors({"example.com/a": "x" * (room + 1)}) == [
+        "spec.analysis.analysisRunMetadata.annotations"]
+    # "é" is one character but two bytes: half as many fit.
+    assert _annotation_errors({"example.com/a": "é" * (room // 2 + 1)}) == [
+        "spec.analysis.analysisRunMetadata.annotations"]
+    # 256 KiB - 16 bytes of ASCII still fit in Kubernetes, not with rollgate's own ones
+    assert _annotation_errors({"example.com/a": "x" * (K8S_ANNOTATIONS_TOTAL_MAX - 16 - 13)})
+
+
+@pytest.mark.parametrize("field", ["args", "labels"])
+def test_more_than_a_thousand_entries_are_refused_without_checking_each(field) -> None:
+    from schemas.limits import MAX_ENTRIES
+
+    if field == "args":
+        obj = stage(args=[{"name": "a"} for _ in range(MAX_ENTRIES + 1)])
+        path = "spec.analysis.args"
+    else:
+        obj = stage(analysisRunMetadata={"labels": {f"bad key {i}": "x"
+                                                    for i in range(MAX_ENTRIES + 1)}})
+        path = "spec.analysis.analysisRunMetadata.labels"
+    [finding] = schemas.check(obj)
+    assert finding.field == path
+    assert f"at most {MAX_ENTRIES}" in finding.message
+    # at the limit, every entry is still checked
+    if field == "args":
+        obj = stage(args=[{"name": "a"} for _ in range(MAX_ENTRIES)])
+        assert len(schemas.errors(schemas.check(obj))) == 2 * MAX_ENTRIES - 1
+
+
+def test_more_than_a_thousand_plugins_are_refused_without_checking_each() -> None:
+    from schemas.limits import MAX_ENTRIES
+
+    obj = rollout_manager(metric=[{"name": "x"} for _ in range(MAX_ENTRIES + 1)])
+    assert [f.field for f in schemas.check(obj)] == ["spec.plugins.metric"]
