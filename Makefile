@@ -38,5 +38,9 @@ dev: venv k8s
 bench: venv
 	$(PY) bench/admission.py
 
+.PHONY: bench-verification
+bench-verification: venv k8s
+	$(PY) bench/verification.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev

@@ -5,7 +5,9 @@ measured), creates N Stages each promoted to its own Freight, waits until every
 AnalysisRun exists, then marks all runs Successful at once (as the Argo Rollouts
 controller would) and records, per Stage, the time from its run's phase change to
 ``status.verifiedIn.<stage>`` appearing on its Freight (seen through a watch). Prints
-median and worst latency and the reconciler's peak RSS (VmHWM).
+median, p90 and worst latency, the reconciler's peak RSS (VmHWM), the load average,
+and the number of runs per Stage, which must be exactly one (the bench fails otherwise:
+a fast result that double-created runs would be worthless).
 
     .venv/bin/python bench/verification.py [--stages 100] [--workers 4]
 """
@@ -13,7 +15,9 @@ median and worst latency and the reconciler's peak RSS (VmHWM).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import os
 import statistics
 import sys
 import threading
@@ -37,6 +41,18 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def runs_per_stage(co: client.CustomObjectsApi) -> collections.Counter[str]:
+    runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
+    return collections.Counter(r["metadata"]["labels"]["kargo.akuity.io/stage"] for r in runs)
+
+
+def check_one_run_each(counts: collections.Counter[str], n: int, when: str) -> None:
+    wrong = {s: c for s, c in counts.items() if c != 1}
+    if len(counts) != n or wrong:
+        raise SystemExit(f"{when}: expected exactly one run for each of {n} Stages, got "
+                         f"{len(counts)} Stages with runs, these with more: {wrong}")
 
 
 def main() -> int:
@@ -80,6 +96,8 @@ def main() -> int:
             time.sleep(0.2)
         # Let the Running status writes settle so only the completion path is measured.
         time.sleep(2)
+        runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
+        check_one_run_each(runs_per_stage(co), n, "after start")
         by_stage = {r["metadata"]["labels"]["kargo.akuity.io/stage"]: r["metadata"]["name"]
                     for r in runs}
 
@@ -117,6 +135,9 @@ def main() -> int:
         if not done.wait(120):
             raise SystemExit(f"only {len(verified)} of {n} verified; see {proc.log_path}")
         lat = sorted(verified[s] - changed[s] for s in by_stage)
+        time.sleep(2)  # give a late duplicate (the bug this guards against) time to show
+        counts = runs_per_stage(co)
+        check_one_run_each(counts, n, "after verification")
         result = {
             "stages": n,
             "workers": args.workers,
@@ -125,6 +146,8 @@ def main() -> int:
             "latency_p90_s": round(lat[int(0.9 * (n - 1))], 3),
             "latency_worst_s": round(lat[-1], 3),
             "reconciler_peak_rss_mib": round(peak_rss_mib(proc.pid), 1),
+            "runs_per_stage": sorted(set(counts.values())),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         }
         print(json.dumps(result, indent=2))
         proc.stop()

@@ -73,15 +73,19 @@ def freight_annotation(names: Iterable[str]) -> str:
     return ",".join(sorted(names))
 
 
-def shorten(value: str, limit: int) -> str:
+def shorten(value: str, limit: int, *, strip: bool = True) -> str:
     """``value`` if it fits, else a prefix + ``-`` + 10 hex of its sha256 (``limit`` long).
 
-    Trailing ``.``/``-`` of the prefix are dropped so the result stays a valid DNS
-    name or label value.
+    With ``strip``, trailing ``.``/``-``/``_`` of the prefix are dropped, because a DNS
+    name must not have ``.-`` in it. Label values do not need that (``-``, ``_`` and ``.``
+    may be followed by ``-``), and DESIGN.md fixes their form to exactly 52 characters +
+    ``-`` + 10 hex, so they pass ``strip=False``.
     """
     if len(value) <= limit:
         return value
-    prefix = value[: limit - HASH_LEN - 1].rstrip(".-_")
+    prefix = value[: limit - HASH_LEN - 1]
+    if strip:
+        prefix = prefix.rstrip(".-_")
     return f"{prefix}-{short_hash(value)}"
 
 
@@ -95,7 +99,7 @@ def run_name(stage_name: str, collection: str, attempt: int) -> str:
 
 def label_value(value: str) -> str:
     """A label value that fits 63 characters (52 + ``-`` + 10 hex when shortened)."""
-    return shorten(value, MAX_LABEL_VALUE)
+    return shorten(value, MAX_LABEL_VALUE, strip=False)
 
 
 # ---------------------------------------------------------------- template graph

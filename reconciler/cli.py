@@ -65,12 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except controllers.UnknownController as exc:
             log.error("%s", exc)
             return 2
-        except Exception:
-            # One broken controller must not take the other down with it.
-            log.exception("controller %s could not be loaded; it will not run", name)
-    if not selected:
-        log.error("no controller could be started")
-        return 1
+        except Exception as exc:
+            # Running without a controller the operator asked for would look healthy
+            # while doing half the job; fail the start so the Deployment shows it.
+            log.exception("controller %s could not be loaded: %s: %s (turn it off with "
+                          "--controllers if that is intended)", name, type(exc).__name__, exc)
+            return 1
     options = dict(vars(args))
     pool = 8 + len(selected) * (args.workers + 8)
     try:

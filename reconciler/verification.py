@@ -241,6 +241,28 @@ def status_with(
     return out
 
 
+def status_without_verification(
+    status: Mapping[str, Any] | None, aborted: Verification | None = None
+) -> Obj:
+    """The Stage status once it has no analysis stanza any more.
+
+    ``verification`` and the ``Verified`` condition go (they would describe a check
+    that no longer exists); ``verificationHistory`` stays as the record of what ran,
+    with ``aborted`` (an active verification that was stopped) on top of it.
+    """
+    out = copy.deepcopy(dict(status or {}))
+    out.pop("verification", None)
+    if aborted is not None:
+        out["verificationHistory"] = with_history(out.get("verificationHistory"), aborted)
+    conditions = [c for c in out.get("conditions") or []
+                  if not (isinstance(c, dict) and c.get("type") == CONDITION)]
+    if conditions:
+        out["conditions"] = conditions
+    else:
+        out.pop("conditions", None)
+    return out
+
+
 def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Whether writing ``b`` over ``a`` would change anything we own.
 

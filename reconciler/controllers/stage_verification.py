@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -46,6 +47,8 @@ from ..runtime.rest import (
     Rest,
     is_already_exists,
     is_conflict,
+    is_not_found,
+    is_transient,
 )
 from ..runtime.types import (
     ANALYSIS_RUN,
@@ -57,12 +60,16 @@ from ..runtime.types import (
     Context,
     Key,
     Obj,
+    Requeue,
     Resource,
 )
 
 log = logging.getLogger("reconciler.stage-verification")
 
 MAX_CONFLICT_RETRIES = 5
+# An Application outside the watched namespaces is read from the API, not watched, so
+# no event will wake a Stage that waits on it: poll at this period instead.
+UNWATCHED_APP_POLL_SECONDS = 10.0
 
 
 class _Conflict(Exception):
@@ -178,7 +185,7 @@ class StageVerificationController:
                 try:
                     rest.patch(FREIGHT, key.namespace, name, body, subresource="status")
                 except ApiException as exc:
-                    if exc.status != 404:
+                    if not is_not_found(exc):
                         raise
                 log.info("removed deleted Stage from Freight verifiedIn",
                          extra={"key": str(key), "freight": name})
@@ -204,12 +211,17 @@ class _Sync:
         self.now = _now()
         self.where = {"key": str(key), "controller": owner.name}
         self._run_cache: Obj | None = None  # the run we just created or adopted
+        # Set when the gate read an Application from the API because its namespace is
+        # not watched: such an Application sends no events, so we must poll it.
+        self._unwatched_app = False
 
     # -- entry --------------------------------------------------------------------
     def run(self) -> None:
         stage = self.stage
         if schemas.normalize_analysis(stage) is None:
-            return  # no stanza: nothing to verify (and nothing of ours to keep up)
+            # No stanza: nothing to verify, and what we wrote before must not linger.
+            self._forget_verification()
+            return
         freight = vf.current_freight(stage)
         abort = vf.annotation(stage, ANNOTATION_ABORT)
         reverify = vf.annotation(stage, ANNOTATION_REVERIFY)
@@ -225,17 +237,37 @@ class _Sync:
         latest = vf.latest_verification(stage, collection)
 
         if abort is not None:
-            if latest is not None and latest.get("phase") in ("Pending", "Running"):
+            current = latest.get("id") if latest is not None else None
+            if abort and abort != current:
+                # The value names a verification that is not the latest one (e.g. the
+                # user meant a run that has since been replaced): aborting the latest
+                # instead would stop something nobody asked to stop.
+                if self._drop_annotation(ANNOTATION_ABORT, abort):
+                    self.ctx.events.emit(
+                        self.stage, type="Warning", reason="AbortIgnored",
+                        message=f"{ANNOTATION_ABORT}={abort} does not name the latest "
+                                f"verification ({current or 'none'}); nothing was aborted",
+                    )
+            elif latest is not None and latest.get("phase") in ("Pending", "Running"):
                 self._abort(latest)
                 self._drop_annotation(ANNOTATION_ABORT, abort)
                 return
-            self._drop_annotation(ANNOTATION_ABORT, abort)  # nothing running to abort
+            else:
+                self._drop_annotation(ANNOTATION_ABORT, abort)  # nothing running to abort
 
         started_by_reverify = False
         action = vf.reverify_requested(reverify, latest)
         if action == "stale":
             self._drop_annotation(ANNOTATION_REVERIFY, reverify)
         elif action == "start" and latest is not None:
+            if reverify == "":
+                # Pin "the latest" to its id before acting: if we fail or crash between
+                # writing the new attempt and removing the annotation, the retry sees
+                # an id that is no longer the latest ("stale") instead of an empty
+                # value that would start yet another attempt.
+                if not self._pin_annotation(ANNOTATION_REVERIFY, "", latest["id"]):
+                    return  # the Stage is gone
+                reverify = latest["id"]
             attempt = int(latest.get("attempt") or 1) + 1
             latest = self._new(freight, collection, attempt)
             started_by_reverify = True
@@ -284,28 +316,16 @@ class _Sync:
             if reason is not None:
                 v["message"] = reason
                 self._write_status(v)
+                if self._unwatched_app:
+                    raise Requeue(UNWATCHED_APP_POLL_SECONDS,
+                                  "waiting on an Application outside the watched namespaces")
                 return None
-        try:
-            run = build_analysis_run(self.stage, self._template, freight=freight,
-                                     attempt=int(v["attempt"]))
-        except AnalysisBuildError as exc:
-            self._finished(vf.finish(v, phase="Error", message=str(exc), now=self.now))
-            return None
-        if existing is None:
-            try:
-                existing = self.rest.create(ANALYSIS_RUN, self.key.namespace, run)
-                log.info("created AnalysisRun", extra={**self.where, "run": name})
-            except ApiException as exc:
-                if is_already_exists(exc):
-                    existing = self.rest.get(ANALYSIS_RUN, self.key.namespace, name)
-                    if existing is None:
-                        raise  # deleted in between: try again
-                elif exc.status in (400, 422):
-                    message = f"the API server rejected AnalysisRun {name}: {_status_message(exc)}"
-                    self._finished(vf.finish(v, phase="Error", message=message, now=self.now))
-                    return None
-                else:
-                    raise
+            existing = self._create(v, freight)
+            if existing is None:
+                return None
+        # An existing run (ours after a crash, or someone else's) is adopted by its
+        # labels alone: rebuilding it could fail, or differ, because a template changed
+        # or was deleted since the run was created.
         wanted = run_labels(self.key.name, freight, int(v["attempt"]))
         labels = _meta(existing).get("labels") or {}
         if any(labels.get(k) != value for k, value in wanted.items()):
@@ -326,6 +346,35 @@ class _Sync:
         )
         self._run_cache = existing
         return existing
+
+    def _create(self, v: vf.Verification, freight: list[str]) -> Obj | None:
+        """Build and create the run; the run that already has its name on AlreadyExists.
+
+        None when the verification was recorded as a final Error instead.
+        """
+        name = v["id"]
+        try:
+            run = build_analysis_run(self.stage, self._template, freight=freight,
+                                     attempt=int(v["attempt"]))
+        except AnalysisBuildError as exc:
+            self._finished(vf.finish(v, phase="Error", message=str(exc), now=self.now))
+            return None
+        try:
+            created = self.rest.create(ANALYSIS_RUN, self.key.namespace, run)
+        except ApiException as exc:
+            if is_already_exists(exc):
+                # Our cache has not seen it yet (or we crashed after creating it).
+                existing = self.rest.get(ANALYSIS_RUN, self.key.namespace, name)
+                if existing is None:
+                    raise  # deleted in between: try again
+                return existing
+            if is_transient(exc) or is_conflict(exc):
+                raise  # retried with backoff, never recorded as final
+            message = f"the API server rejected AnalysisRun {name}: {_status_message(exc)}"
+            self._finished(vf.finish(v, phase="Error", message=message, now=self.now))
+            return None
+        log.info("created AnalysisRun", extra={**self.where, "run": name})
+        return created
 
     def _follow(self, v: vf.Verification) -> None:
         ref = v["analysisRun"]
@@ -351,14 +400,42 @@ class _Sync:
     def _abort(self, v: vf.Verification) -> None:
         ref = v.get("analysisRun")
         if ref:
-            try:
-                self.rest.patch(ANALYSIS_RUN, ref["namespace"], ref["name"],
-                                {"spec": {"terminate": True}}, content_type=MERGE_PATCH)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            self._terminate(ref)
         message = f"aborted by annotation {ANNOTATION_ABORT}"
         self._finished(vf.finish(v, phase="Aborted", message=message, now=self.now))
+
+    def _terminate(self, ref: vf.RunRef) -> None:
+        try:
+            self.rest.patch(ANALYSIS_RUN, ref["namespace"], ref["name"],
+                            {"spec": {"terminate": True}}, content_type=MERGE_PATCH)
+        except ApiException as exc:
+            if not is_not_found(exc):  # a run that is gone needs no stopping
+                raise
+
+    def _forget_verification(self) -> None:
+        """The stanza was removed: stop an active run and drop our status (not history).
+
+        An active run is terminated as an abort would and recorded as Aborted in the
+        history, so no run keeps going for a check nobody asks for any more, and no
+        ``Verified`` condition keeps claiming something about the current freight.
+        """
+        status = self.stage.get("status") or {}
+        v = status.get("verification")
+        has_condition = any(isinstance(c, dict) and c.get("type") == vf.CONDITION
+                            for c in status.get("conditions") or [])
+        if not v and not has_condition:
+            return
+        aborted: vf.Verification | None = None
+        if isinstance(v, dict) and v.get("id") and v.get("phase") not in vf.FINISHED:
+            if v.get("analysisRun"):
+                self._terminate(v["analysisRun"])
+            message = "aborted: the analysis stanza was removed from the Stage"
+            aborted = vf.finish(v, phase="Aborted", message=message,  # type: ignore[arg-type]
+                                now=self.now)
+        if self._put_status(vf.status_without_verification(status, aborted)) and aborted:
+            etype, reason = vf.EVENTS["Aborted"]
+            self.ctx.events.emit(self.stage, type=etype, reason=reason,
+                                 message=f"{aborted['id']}: {aborted['message']}")
 
     def _finished(self, v: vf.Verification) -> None:
         # Freight first: once the status says Successful, verifiedIn is already there.
@@ -394,7 +471,7 @@ class _Sync:
             try:
                 self.rest.patch(FREIGHT, self.key.namespace, name, body, subresource="status")
             except ApiException as exc:
-                if exc.status != 404:
+                if not is_not_found(exc):
                     raise
 
     # -- I/O helpers ----------------------------------------------------------------
@@ -404,6 +481,10 @@ class _Sync:
         new_status = vf.status_with(self.stage.get("status"), v,
                                     generation=meta.get("generation"), now=self.now,
                                     record_history=record_history)
+        return self._put_status(new_status)
+
+    def _put_status(self, new_status: Obj) -> bool:
+        """Replace the status if ours changes; True when written. Stale view -> _Conflict."""
         if vf.same_status(self.stage.get("status"), new_status):
             return False
         body = copy.deepcopy(self.stage)
@@ -414,16 +495,19 @@ class _Sync:
         except ApiException as exc:
             if is_conflict(exc):
                 raise _Conflict from exc
-            if exc.status == 404:
+            if is_not_found(exc):
                 return False  # deleted meanwhile; the delete event cleans up
             raise
         self.stage = updated
         return True
 
-    def _drop_annotation(self, key: str, value: str | None) -> None:
-        """Remove an annotation we acted on, only if it still has the value we saw."""
+    def _drop_annotation(self, key: str, value: str | None) -> bool:
+        """Remove an annotation we acted on, only if it still has the value we saw.
+
+        True when removed; False when it was not there to remove.
+        """
         if value is None:
-            return
+            return False
         path = f"/metadata/annotations/{_json_pointer(key)}"
         ops = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
         try:
@@ -431,14 +515,36 @@ class _Sync:
                                          content_type=JSON_PATCH)
         except ApiException as exc:
             # 422: the test failed (someone set a new value, which its own event will
-            # bring to us); 404: the Stage is gone.
-            if exc.status not in (404, 409, 422):
-                raise
+            # bring to us); 404: the Stage is gone; 409: it changed under the patch.
+            if is_not_found(exc) or is_conflict(exc) or exc.status == 422:
+                return False
+            raise
+        return True
+
+    def _pin_annotation(self, key: str, seen: str, value: str) -> bool:
+        """Replace an annotation's value ``seen`` by ``value``; False if the Stage is gone.
+
+        A different value than the one we saw means our view is stale: _Conflict.
+        """
+        path = f"/metadata/annotations/{_json_pointer(key)}"
+        ops = [{"op": "test", "path": path, "value": seen},
+               {"op": "replace", "path": path, "value": value}]
+        try:
+            self.stage = self.rest.patch(STAGE, self.key.namespace, self.key.name, ops,
+                                         content_type=JSON_PATCH)
+        except ApiException as exc:
+            if is_not_found(exc):
+                return False
+            if is_conflict(exc) or exc.status == 422:
+                raise _Conflict from exc
+            raise
+        return True
 
     def _app(self, namespace: str, name: str) -> Obj | None:
         app = self.ctx.cache.get(APPLICATION, namespace, name)
         watched = self.ctx.options.get("namespaces") or []
         if app is None and watched and namespace not in watched:
+            self._unwatched_app = True
             app = self.rest.get(APPLICATION, namespace, name)  # outside the cached namespaces
         return app
 
@@ -454,8 +560,6 @@ class _Sync:
 
 
 def _status_message(exc: ApiException) -> str:
-    import json
-
     try:
         return str(json.loads(exc.body or "{}").get("message") or exc.reason)
     except ValueError:

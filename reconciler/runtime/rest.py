@@ -100,10 +100,14 @@ class Rest:
         return json.loads(data) if data else None
 
     # -- conveniences -----------------------------------------------------------
-    def get(self, resource: Resource, namespace: str, name: str) -> Obj | None:
+    # ``timeout`` on the single-object calls lets a caller with a deadline (leader
+    # election) bound a request by the time it has left, not by DEFAULT_TIMEOUT.
+    def get(
+        self, resource: Resource, namespace: str, name: str, *, timeout: Any = DEFAULT_TIMEOUT
+    ) -> Obj | None:
         """The object, or None when it does not exist."""
         try:
-            return self.raw("GET", resource_path(resource, namespace, name))
+            return self.raw("GET", resource_path(resource, namespace, name), timeout=timeout)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -112,15 +116,25 @@ class Rest:
     def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> Obj:
         return self.raw("GET", resource_path(resource, namespace), query=query)
 
-    def create(self, resource: Resource, namespace: str, body: Obj) -> Obj:
-        return self.raw("POST", resource_path(resource, namespace), body=body)
+    def create(
+        self, resource: Resource, namespace: str, body: Obj, *, timeout: Any = DEFAULT_TIMEOUT
+    ) -> Obj:
+        return self.raw("POST", resource_path(resource, namespace), body=body, timeout=timeout)
 
     def replace(
-        self, resource: Resource, namespace: str, name: str, body: Obj, *, subresource: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str = "",
+        timeout: Any = DEFAULT_TIMEOUT,
     ) -> Obj:
         """PUT; ``body.metadata.resourceVersion`` makes it an optimistic-concurrency write."""
         return self.raw(
-            "PUT", resource_path(resource, namespace, name, subresource or None), body=body
+            "PUT", resource_path(resource, namespace, name, subresource or None), body=body,
+            timeout=timeout,
         )
 
     def patch(

@@ -18,6 +18,7 @@ from reconciler.analysis import (
     run_labels,
     run_name,
 )
+from schemas.names import label_value_problem
 
 NS = "shop"
 FREIGHT = ["f-b", "f-a"]
@@ -424,11 +425,21 @@ def test_short_label_values_get_no_annotation():
     assert "kargo.akuity.io/stage" not in run["metadata"]["annotations"]
 
 
-def test_label_shortening_keeps_a_valid_label_value():
-    value = "a" * 51 + ".-" + "b" * 20
+@pytest.mark.parametrize("tail", [".-", "-", "_", ".", "-_."])
+def test_label_shortening_is_exactly_52_characters_dash_10_hex(tail):
+    # DESIGN.md fixes the form; a 52nd character of "." "-" or "_" is kept because a
+    # label value may have them in the middle (only its ends must be alphanumeric).
+    value = "a" * (52 - len(tail)) + tail + "b" * 20
     short = label_value(value)
-    assert len(short) <= 63 and short[-11] == "-" and short[0].isalnum()
-    assert not short[:-11].endswith((".", "-"))
+    assert short == value[:52] + "-" + hashlib.sha256(value.encode()).hexdigest()[:10]
+    assert label_value_problem(short) is None
+
+
+def test_name_shortening_still_drops_separators_before_the_hash():
+    # A DNS subdomain must not contain ".-", so names (unlike label values) are trimmed.
+    stage_name = "a" * 230 + ".-" + "b" * 40
+    name = run_name(stage_name, COLLECTION, 1)
+    assert ".-" not in name and len(name) <= 253
 
 
 # ------------------------------------------------------------ invalid input

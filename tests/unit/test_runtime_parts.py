@@ -338,3 +338,20 @@ def test_workers_never_process_one_key_concurrently_and_rerun_a_key_added_meanwh
         runner.stop(10)
     assert controller.max_inside[key] == 1
     assert controller.runs[key] == 2  # one re-run for all five adds, not five
+
+
+def test_a_requested_controller_that_fails_to_import_stops_the_start(monkeypatch, caplog):
+    def broken(name):
+        if name == "stage-verification":
+            raise ImportError(f"cannot import {name}")
+        return object()  # the other one loads fine
+
+    monkeypatch.setattr(controllers, "load", broken)
+    # Would otherwise go on to configure the client and run; must not get that far.
+    monkeypatch.setattr(cli, "load_api_client", lambda *a, **k: pytest.fail("started anyway"))
+    monkeypatch.setattr(cli.logs, "setup", lambda level: None)
+    with caplog.at_level("ERROR", logger="reconciler"):
+        code = cli.main(["--controllers", "stage-verification,rollout-plugins"])
+    assert code == 1
+    assert "stage-verification could not be loaded" in caplog.text
+    assert "ImportError" in caplog.text
