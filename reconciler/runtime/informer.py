@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
@@ -33,27 +32,6 @@ Handler = Callable[[str, Obj], None]
 
 class Gone(Exception):
     """The watch's resourceVersion is too old; a fresh list is needed."""
-
-
-class _FieldSelected(Rest):
-    """``inner`` with ``fieldSelector`` added to every request sent through it.
-
-    ``Rest.list`` passes extra query parameters on, ``Rest.watch`` takes none; every
-    request goes through ``raw``, so adding the selector there narrows the watch
-    without changing ``Rest``'s interface (a ``**query`` on ``Rest.watch``, like
-    ``Rest.list`` has, would make this class unnecessary).
-    """
-
-    def __init__(self, inner: Rest, field_selector: str) -> None:
-        super().__init__(inner.api)
-        self._inner = inner
-        self._field_selector = field_selector
-
-    def raw(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, **kwargs: Any
-    ) -> Any:
-        query = {**(query or {}), "fieldSelector": self._field_selector}
-        return self._inner.raw(method, path, query=query, **kwargs)
 
 
 class Informer:
@@ -130,7 +108,7 @@ class Informer:
         while True:
             page = self.rest.list(
                 self.resource, self.namespace, limit=500,
-                **{"continue": cont, "fieldSelector": self.resource.field_selector},
+                **{"continue": cont},
             )
             kind = self.resource.kind
             for item in page.get("items") or []:
@@ -156,11 +134,8 @@ class Informer:
     def _watch(self) -> None:
         # A random server-side timeout spreads the re-watches of many informers.
         timeout = int(self.watch_timeout * (0.5 + random.random() / 2))
-        rest = self.rest
-        if self.resource.field_selector:
-            rest = _FieldSelected(rest, self.resource.field_selector)
         try:
-            events = rest.watch(
+            events = self.rest.watch(
                 self.resource, self.namespace,
                 resource_version=self.resource_version, timeout_seconds=timeout,
             )

@@ -49,6 +49,17 @@ def resource_path(
     return "/".join(parts)
 
 
+
+def _selected(resource: Resource, query: Mapping[str, Any]) -> dict[str, Any]:
+    """``query`` narrowed by the resource's field selector, if it has one.
+
+    Done here, for every list and watch, so that a resource declared with
+    ``Resource.named`` can never be read wider than RBAC ``resourceNames`` allow.
+    """
+    if resource.field_selector:
+        return {**query, "fieldSelector": resource.field_selector}
+    return dict(query)
+
 class Rest:
     """Thin JSON client; safe to share between threads (urllib3 pools are)."""
 
@@ -114,7 +125,9 @@ class Rest:
             raise
 
     def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> Obj:
-        return self.raw("GET", resource_path(resource, namespace), query=query)
+        return self.raw(
+            "GET", resource_path(resource, namespace), query=_selected(resource, query)
+        )
 
     def create(
         self, resource: Resource, namespace: str, body: Obj, *, timeout: Any = DEFAULT_TIMEOUT
@@ -181,6 +194,7 @@ class Rest:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": timeout_seconds,
         }
+        query = _selected(resource, query)
         # The read timeout must outlast the server-side timeout, or quiet watches
         # would be cut by the client and counted as errors.
         resp = self.raw(
