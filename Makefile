@@ -36,7 +36,7 @@ dev: venv k8s
 	$(PY) hack/dev.py
 
 bench: venv
-	$(PY) bench/admission.py
+	$(PY) bench/admission.py --duration 15 --rounds 10
 
 .PHONY: bench-verification
 bench-verification: venv k8s

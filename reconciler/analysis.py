@@ -15,19 +15,26 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import schemas
 from schemas.constants import (
     ANNOTATION_FREIGHT,
-    KIND_ANALYSIS_TEMPLATE,
-    KIND_CLUSTER_ANALYSIS_TEMPLATE,
     LABEL_ATTEMPT,
     LABEL_FREIGHT_COLLECTION,
     LABEL_MANAGED_BY,
     LABEL_STAGE,
     MANAGED_BY,
+)
+from schemas.references import (
+    Cycle,
+    Found,
+    Missing,
+    TemplateKey,
+    build_order,
+    has_value,
+    template_key,
+    walk_templates,
 )
 
 Obj = dict[str, Any]
@@ -103,89 +110,63 @@ def label_value(value: str) -> str:
 
 
 # ---------------------------------------------------------------- template graph
+# The walk itself is schemas.references.walk_templates, shared with the webhook's
+# warnings so that the two can never disagree about a Stage's templates.
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateId:
-    kind: str
-    namespace: str  # "" for ClusterAnalysisTemplate
-    name: str
-
-    @property
-    def cluster(self) -> bool:
-        return self.kind == KIND_CLUSTER_ANALYSIS_TEMPLATE
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.name!r}" if self.cluster else (
-            f"{self.kind} {self.namespace}/{self.name}"
-        )
-
-
-def _template_id(name: str, cluster: bool, namespace: str) -> TemplateId:
-    if cluster:
-        return TemplateId(KIND_CLUSTER_ANALYSIS_TEMPLATE, "", name)
-    return TemplateId(KIND_ANALYSIS_TEMPLATE, namespace, name)
-
-
-def _nested_refs(template: Mapping[str, Any], namespace: str) -> list[TemplateId]:
-    refs = []
-    for entry in (template.get("spec") or {}).get("templates") or []:
-        if isinstance(entry, dict) and entry.get("templateName"):
-            refs.append(_template_id(entry["templateName"], entry.get("clusterScope") is True,
-                                     namespace))
-    return refs
+def _show(key: TemplateKey) -> str:
+    """How the builder's messages name a template (``Kind ns/name`` or ``Kind 'name'``)."""
+    return f"{key.kind} {key.name!r}" if key.cluster else f"{key.kind} {key.namespace}/{key.name}"
 
 
 def resolve_templates(
-    roots: Sequence[TemplateId], lookup: Lookup, *, namespace: str, where: str
-) -> list[tuple[TemplateId, Mapping[str, Any]]]:
-    """Visit templates depth-first (a template before those it nests), each once.
+    roots: Sequence[TemplateKey], lookup: Lookup, *, namespace: str, where: str
+) -> list[tuple[TemplateKey, Mapping[str, Any]]]:
+    """The templates of a run in build order (``schemas.references.walk_templates``,
+    then namespaced before cluster), or AnalysisBuildError at the first problem.
 
-    A template reached again on a different path (a diamond) is simply skipped; one
-    reached again on the current path is a cycle. Namespaced templates then come
-    before cluster ones, keeping visiting order within each group.
+    A missing template raises TemplateNotFound; ``where`` names the Stage field that
+    references the roots. The walk is lazy, so nothing is looked up after the first
+    problem; exceptions from ``lookup`` pass through unchanged.
     """
-    visited: dict[TemplateId, Mapping[str, Any]] = {}
-    order: list[TemplateId] = []
-
-    def visit(tid: TemplateId, path: list[TemplateId], referrer: str) -> None:
-        if tid in path:
-            cycle = " -> ".join(str(t) for t in [*path[path.index(tid):], tid])
+    found: list[Found] = []
+    for step in walk_templates(roots, lookup, namespace=namespace):
+        if isinstance(step, Found):
+            found.append(step)
+        elif isinstance(step, Cycle):
+            cycle = " -> ".join(_show(k) for k in step.chain)
             raise AnalysisBuildError(f"template references form a cycle: {cycle}")
-        if tid in visited:
-            return
-        template = lookup(tid.kind, tid.namespace, tid.name)
-        if template is None:
+        elif isinstance(step, Missing):
+            referrer = f"spec.templates of {_show(step.referrer)}" if step.referrer else where
+            key = step.key
             raise TemplateNotFound(
-                f"{tid} not found (referenced by {referrer})",
-                kind=tid.kind, namespace=tid.namespace, name=tid.name,
+                f"{_show(key)} not found (referenced by {referrer})",
+                kind=key.kind, namespace=key.namespace, name=key.name,
             )
-        visited[tid] = template
-        order.append(tid)
-        for child in _nested_refs(template, namespace):
-            visit(child, [*path, tid], f"spec.templates of {tid}")
-
-    for root in roots:
-        visit(root, [], where)
-    ordered = [t for t in order if not t.cluster] + [t for t in order if t.cluster]
-    return [(t, visited[t]) for t in ordered]
+        else:
+            raise AnalysisBuildError(
+                f"the run would need more than {step.limit} templates (nested ones "
+                f"included, starting from {where}); reduce the templates it references"
+            )
+    return [(f.key, f.template) for f in build_order(found)]
 
 
 # ---------------------------------------------------------------- merging
 
 
 def _merge_named(
-    field: str, key: str, sources: Sequence[tuple[TemplateId, Mapping[str, Any]]]
+    field: str, key: str, sources: Sequence[tuple[TemplateKey, Mapping[str, Any]]]
 ) -> list[Any]:
     """Concatenate list ``field`` of every template; a repeated ``key`` is an error."""
     out: list[Any] = []
-    owner: dict[Any, TemplateId] = {}
+    owner: dict[Any, TemplateKey] = {}
     for tid, template in sources:
         for entry in (template.get("spec") or {}).get(field) or []:
             name = entry.get(key) if isinstance(entry, dict) else None
             if name is not None and name in owner:
                 first = owner[name]
-                where = f"both {first} and {tid}" if first != tid else f"{tid} twice"
+                where = f"both {_show(first)} and {_show(tid)}" if first != tid else (
+                    f"{_show(tid)} twice")
                 raise AnalysisBuildError(
                     f"{field}: {key} {name!r} is defined by {where}; "
                     f"{key}s must be unique across the templates of a run"
@@ -196,16 +177,12 @@ def _merge_named(
     return out
 
 
-def _has_value(arg: Mapping[str, Any]) -> bool:
-    return arg.get("value") is not None or arg.get("valueFrom") is not None
-
-
 def _merge_template_args(
-    sources: Sequence[tuple[TemplateId, Mapping[str, Any]]],
-) -> tuple[dict[str, Obj], dict[str, TemplateId]]:
+    sources: Sequence[tuple[TemplateKey, Mapping[str, Any]]],
+) -> tuple[dict[str, Obj], dict[str, TemplateKey]]:
     """Template args by name; the same name with two different values is an error."""
     args: dict[str, Obj] = {}
-    declared_by: dict[str, TemplateId] = {}
+    declared_by: dict[str, TemplateKey] = {}
     for tid, template in sources:
         for arg in (template.get("spec") or {}).get("args") or []:
             if not isinstance(arg, dict) or not arg.get("name"):
@@ -216,15 +193,15 @@ def _merge_template_args(
                 declared_by[name] = tid
                 continue
             current = args[name]
-            if _has_value(arg) and _has_value(current):
+            if has_value(arg) and has_value(current):
                 if (arg.get("value"), arg.get("valueFrom")) != (
                     current.get("value"), current.get("valueFrom")
                 ):
                     raise AnalysisBuildError(
-                        f"arg {name!r} has conflicting values in {declared_by[name]} and "
-                        f"{tid}; give it the same default in both or set it in the Stage"
+                        f"arg {name!r} has conflicting values in {_show(declared_by[name])} "
+                        f"and {_show(tid)}; give it the same default in both or set it in the Stage"
                     )
-            elif _has_value(arg):
+            elif has_value(arg):
                 # A declaration without a default is satisfied by another's default.
                 args[name] = copy.deepcopy(arg)
                 declared_by[name] = tid
@@ -247,17 +224,17 @@ def _apply_stage_args(
     return out
 
 
-def _merge_other_fields(sources: Sequence[tuple[TemplateId, Mapping[str, Any]]]) -> Obj:
+def _merge_other_fields(sources: Sequence[tuple[TemplateKey, Mapping[str, Any]]]) -> Obj:
     out: Obj = {}
-    owner: dict[str, TemplateId] = {}
+    owner: dict[str, TemplateKey] = {}
     for tid, template in sources:
         for field, value in (template.get("spec") or {}).items():
             if field in MERGED_FIELDS:
                 continue
             if field in out and out[field] != value:
                 raise AnalysisBuildError(
-                    f"spec.{field} differs between {owner[field]} and {tid}; a run can "
-                    "have only one value: make them equal or remove it from one template"
+                    f"spec.{field} differs between {_show(owner[field])} and {_show(tid)}; "
+                    "a run can have only one value: make them equal or remove it from one template"
                 )
             if field not in out:
                 out[field] = copy.deepcopy(value)
@@ -304,7 +281,10 @@ def build_analysis_run(
     stanza_path = f"spec.{spec['spelling']}"
     list_field = "templates" if spec["spelling"] == "analysis" else "analysisTemplates"
 
-    roots = [_template_id(t["name"], t["clusterScope"], namespace) for t in spec["templates"]]
+    roots = [
+        template_key(name=t["name"], cluster_scope=t["clusterScope"], namespace=namespace)
+        for t in spec["templates"]
+    ]
     sources = resolve_templates(
         roots, lookup, namespace=namespace, where=f"{stanza_path}.{list_field} of the Stage"
     )
@@ -313,9 +293,9 @@ def build_analysis_run(
     template_args, declared_by = _merge_template_args(sources)
     args = _apply_stage_args(template_args, spec["args"])
     for name, arg in args.items():
-        if not _has_value(arg):
+        if not has_value(arg):
             raise AnalysisBuildError(
-                f"arg {name!r} declared by {declared_by[name]} has no value: set it in "
+                f"arg {name!r} declared by {_show(declared_by[name])} has no value: set it in "
                 f"{stanza_path}.args of the Stage (value or valueFrom), or give it a "
                 "default in the template"
             )
@@ -330,13 +310,9 @@ def build_analysis_run(
     collection = freight_collection_id(freight)
     labels: dict[str, str] = dict(spec["analysisRunMetadata"]["labels"])
     annotations: dict[str, str] = dict(spec["analysisRunMetadata"]["annotations"])
-    for key, value in (
-        (LABEL_STAGE, stage_name),
-        (LABEL_FREIGHT_COLLECTION, collection),
-        (LABEL_ATTEMPT, str(attempt)),
-        (LABEL_MANAGED_BY, MANAGED_BY),
-    ):
-        labels[key] = label_value(value)
+    # Exactly run_labels (what adoption compares), so the two can never drift apart.
+    labels.update(run_labels(stage_name, freight, attempt))
+    for key, value in _full_run_labels(stage_name, freight, attempt).items():
         if labels[key] != value:
             annotations[key] = value  # the full value, for humans and for adoption
     annotations[ANNOTATION_FREIGHT] = freight_annotation(freight)
@@ -362,11 +338,16 @@ def build_analysis_run(
     }
 
 
-def run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
-    """The labels rollgate puts on a run (what adoption compares)."""
+def _full_run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
+    """rollgate's run labels before shortening (their full values go into annotations)."""
     return {
-        LABEL_STAGE: label_value(stage_name),
+        LABEL_STAGE: stage_name,
         LABEL_FREIGHT_COLLECTION: freight_collection_id(freight),
         LABEL_ATTEMPT: str(attempt),
         LABEL_MANAGED_BY: MANAGED_BY,
     }
+
+
+def run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
+    """The labels rollgate puts on a run (what adoption compares)."""
+    return {k: label_value(v) for k, v in _full_run_labels(stage_name, freight, attempt).items()}

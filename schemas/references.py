@@ -2,17 +2,18 @@
 
 Templates are looked up through a callable the caller passes in (``schemas`` does no
 I/O). These are warnings, never errors: templates may legitimately be created after the
-Stage, and the reconciler reports the real outcome as a verification ``Error``. The walk
-mirrors the builder (DESIGN.md): depth-first, a template before the ones it nests, each
-template once (a diamond is not a duplicate), a nested reference without
-``clusterScope: true`` resolves in the Stage's namespace, and cycles are detected.
+Stage, and the reconciler reports the real outcome as a verification ``Error``.
+
+``walk_templates`` is the one template walk: the builder (reconciler/analysis.py) uses it
+too, so a Stage the webhook lets through silently can never make the builder fail in a
+different way (DESIGN.md "Builder").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from schemas.constants import KIND_ANALYSIS_TEMPLATE, KIND_CLUSTER_ANALYSIS_TEMPLATE
 from schemas.findings import Finding, Path
@@ -20,122 +21,179 @@ from schemas.lookups import LookupUnavailable, TemplateLookup
 from schemas.normalize import AnalysisSpec, TemplateRef, normalize_analysis
 from schemas.translate import short
 
-TemplateKey = tuple[str, str, str]  # (kind, namespace, name); namespace "" = cluster
+# Bound on the distinct templates one run may reference (nested ones included). Each is a
+# look-up (an API call in the webhook, within its admission timeout) and adds to the run's
+# size; far more than any real Stage uses, and it bounds a runaway chain of templates.
+MAX_TEMPLATES = 200
 
 _LIST_FIELD = {"analysis": "templates", "verification": "analysisTemplates"}
 _NAME_FIELD = {"analysis": "templateName", "verification": "name"}
 
 
-def _key(*, name: str, cluster_scope: bool, namespace: str) -> TemplateKey:
+class TemplateKey(NamedTuple):
+    """What a template is looked up by; a tuple so ``lookup(*key)`` works."""
+
+    kind: str
+    namespace: str  # "" for a ClusterAnalysisTemplate
+    name: str
+
+    @property
+    def cluster(self) -> bool:
+        return self.kind == KIND_CLUSTER_ANALYSIS_TEMPLATE
+
+
+# lookup(kind, namespace, name) -> the template or None. Wider than TemplateLookup so the
+# builder's Mapping-returning look-ups fit too.
+AnyLookup = Callable[[str, str, str], "Mapping[str, Any] | None"]
+
+
+def template_key(*, name: str, cluster_scope: bool, namespace: str) -> TemplateKey:
     if cluster_scope:
-        return (KIND_CLUSTER_ANALYSIS_TEMPLATE, "", name)
-    return (KIND_ANALYSIS_TEMPLATE, namespace, name)
+        return TemplateKey(KIND_CLUSTER_ANALYSIS_TEMPLATE, "", name)
+    return TemplateKey(KIND_ANALYSIS_TEMPLATE, namespace, name)
 
 
 def describe(key: TemplateKey) -> str:
-    kind, namespace, name = key
-    where = f" in namespace {short(namespace)}" if namespace else ""
-    return f"{kind} {short(name)}{where}"
+    where = f" in namespace {short(key.namespace)}" if key.namespace else ""
+    return f"{key.kind} {short(key.name)}{where}"
 
 
-def _spec(template: dict[str, Any]) -> dict[str, Any]:
+def _spec(template: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = template.get("spec")
-    return spec if isinstance(spec, dict) else {}
+    return spec if isinstance(spec, Mapping) else {}
 
 
-def _entries(template: dict[str, Any], field_name: str) -> list[dict[str, Any]]:
+def _entries(template: Mapping[str, Any], field_name: str) -> list[Mapping[str, Any]]:
     value = _spec(template).get(field_name)
-    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+    return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
 
 
-def nested_refs(template: dict[str, Any], *, namespace: str) -> list[TemplateKey]:
+def has_value(arg: Mapping[str, Any]) -> bool:
+    """Whether an arg entry supplies a value (``value`` or ``valueFrom``)."""
+    return arg.get("value") is not None or arg.get("valueFrom") is not None
+
+
+def nested_refs(template: Mapping[str, Any], *, namespace: str) -> list[TemplateKey]:
     """The ``spec.templates`` references of a template, as look-up keys."""
     return [
-        _key(name=ref["templateName"], cluster_scope=ref.get("clusterScope") is True,
-             namespace=namespace)
+        template_key(name=ref["templateName"], cluster_scope=ref.get("clusterScope") is True,
+                     namespace=namespace)
         for ref in _entries(template, "templates")
         if isinstance(ref.get("templateName"), str) and ref["templateName"]
     ]
 
 
-@dataclass
-class _Walk:
-    lookup: TemplateLookup
-    namespace: str
-    cache: dict[TemplateKey, dict[str, Any] | None] = field(default_factory=dict)
-    visited: set[TemplateKey] = field(default_factory=set)
-    # (index of the Stage's reference that reached it, key, template), in build order.
-    found: list[tuple[int, TemplateKey, dict[str, Any]]] = field(default_factory=list)
-    missing: bool = False
+# ---------------------------------------------------------------- the walk
+# What walk_templates reports, in walk order. ``root`` is the index of the Stage's
+# reference the walk was following, so a finding can point at it.
 
-    def fetch(self, key: TemplateKey) -> dict[str, Any] | None:
-        if key not in self.cache:
-            result = self.lookup(*key)
-            # Anything but a dict or None is a broken look-up; treat it as an empty
-            # template rather than guessing that it does not exist.
-            self.cache[key] = result if isinstance(result, dict) or result is None else {}
-        return self.cache[key]
 
-    def walk(self, index: int, root: TemplateKey, ref_path: Path) -> Iterator[Finding]:
-        # Iterative so that a long chain of nested templates cannot hit the recursion
-        # limit; each stack entry carries its ancestors for cycle detection.
+@dataclass(frozen=True, slots=True)
+class Found:
+    root: int
+    key: TemplateKey
+    template: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    root: int
+    key: TemplateKey
+    referrer: TemplateKey | None  # None: the Stage itself references it
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    root: int
+    chain: tuple[TemplateKey, ...]  # starts and ends with the same template
+
+
+@dataclass(frozen=True, slots=True)
+class TooMany:
+    root: int
+    limit: int
+
+
+Step = Found | Missing | Cycle | TooMany
+
+
+def walk_templates(
+    roots: Sequence[TemplateKey], lookup: AnyLookup, *, namespace: str,
+    limit: int = MAX_TEMPLATES,
+) -> Iterator[Step]:
+    """Visit the templates of a run depth-first, a template before the ones it nests.
+
+    Each template is looked up and reported once (a diamond is not a duplicate); one
+    reached again on its own path is a Cycle. A nested reference without
+    ``clusterScope: true`` resolves in ``namespace``. After ``limit`` look-ups a TooMany
+    ends the walk. Lazy, so a caller that stops at the first problem makes no further
+    look-ups; exceptions from ``lookup`` pass through. Iterative, so a long chain
+    cannot hit the recursion limit.
+    """
+    visited: set[TemplateKey] = set()
+    for index, root in enumerate(roots):
+        # Each entry carries its ancestors (the recursion path) for cycle detection.
         stack: list[tuple[TemplateKey, tuple[TemplateKey, ...]]] = [(root, ())]
         while stack:
             key, ancestors = stack.pop()
             if key in ancestors:
-                chain = " -> ".join(short(k[2]) for k in (*ancestors[ancestors.index(key):], key))
-                yield Finding(
-                    path=ref_path,
-                    message=f"templates reference each other in a cycle ({chain}); "
-                    "the AnalysisRun cannot be built",
-                    warning=True,
-                )
+                yield Cycle(index, (*ancestors[ancestors.index(key):], key))
                 continue
-            if key in self.visited:
+            if key in visited:
                 continue
-            self.visited.add(key)
-            template = self.fetch(key)
-            if template is None:
-                self.missing = True
-                via = f" (referenced by {describe(ancestors[-1])})" if ancestors else ""
-                yield Finding(
-                    path=ref_path,
-                    message=f"{describe(key)}{via} does not exist; the verification will end "
-                    "in Error until it is created",
-                    warning=True,
-                )
+            if len(visited) >= limit:
+                yield TooMany(index, limit)
+                return
+            visited.add(key)
+            result = lookup(*key)
+            if result is None:
+                yield Missing(index, key, ancestors[-1] if ancestors else None)
                 continue
-            self.found.append((index, key, template))
-            nested = nested_refs(template, namespace=self.namespace)
+            # Anything but a mapping is a broken look-up; treat it as an empty template
+            # rather than guessing that it does not exist.
+            template: Mapping[str, Any] = result if isinstance(result, Mapping) else {}
+            yield Found(index, key, template)
+            nested = nested_refs(template, namespace=namespace)
+            # Reversed so the first nested reference is popped (visited) first.
             stack.extend((child, (*ancestors, key)) for child in reversed(nested))
 
 
-def _metric_collisions(walk: _Walk, list_path: Path) -> Iterator[Finding]:
+def build_order(found: Iterable[Found]) -> list[Found]:
+    """Namespaced templates before cluster ones, walk order kept within each group
+    (DESIGN.md "Builder"): the order the run's metrics and args are merged in."""
+    found = list(found)
+    return [f for f in found if not f.key.cluster] + [f for f in found if f.key.cluster]
+
+
+def _metric_collisions(found: Sequence[Found], list_path: Path) -> Iterator[Finding]:
     owner: dict[str, TemplateKey] = {}
-    for index, key, template in walk.found:
+    for step in found:
         for name in dict.fromkeys(
-            m["name"] for m in _entries(template, "metrics") if isinstance(m.get("name"), str)
+            m["name"] for m in _entries(step.template, "metrics")
+            if isinstance(m.get("name"), str)
         ):
-            first = owner.setdefault(name, key)
-            if first != key:
+            first = owner.setdefault(name, step.key)
+            if first != step.key:
                 yield Finding(
-                    path=(*list_path, index),
+                    path=(*list_path, step.root),
                     message=f"metric {short(name)} is defined by both {describe(first)} and "
-                    f"{describe(key)}; an AnalysisRun cannot have two metrics with one name",
+                    f"{describe(step.key)}; an AnalysisRun cannot have two metrics with one "
+                    "name",
                     warning=True,
                 )
 
 
-def _arg_warnings(walk: _Walk, spec: AnalysisSpec, args_path: Path) -> Iterator[Finding]:
+def _arg_warnings(
+    found: Sequence[Found], spec: AnalysisSpec, args_path: Path
+) -> Iterator[Finding]:
     declared: dict[str, tuple[bool, TemplateKey]] = {}
-    for _, key, template in walk.found:
-        for arg in _entries(template, "args"):
+    for step in found:
+        for arg in _entries(step.template, "args"):
             name = arg.get("name")
             if not isinstance(name, str):
                 continue
-            has_value = arg.get("value") is not None or arg.get("valueFrom") is not None
-            supplied, first = declared.get(name, (False, key))
-            declared[name] = (supplied or has_value, first)
+            supplied, first = declared.get(name, (False, step.key))
+            declared[name] = (supplied or has_value(arg), first)
     given = set()
     for index, arg in enumerate(spec["args"]):
         given.add(arg["name"])
@@ -156,6 +214,21 @@ def _arg_warnings(walk: _Walk, spec: AnalysisSpec, args_path: Path) -> Iterator[
             )
 
 
+def _step_finding(step: Missing | Cycle | TooMany, ref_path: Path) -> Finding:
+    if isinstance(step, Cycle):
+        chain = " -> ".join(short(k.name) for k in step.chain)
+        message = (f"templates reference each other in a cycle ({chain}); "
+                   "the AnalysisRun cannot be built")
+    elif isinstance(step, Missing):
+        via = f" (referenced by {describe(step.referrer)})" if step.referrer else ""
+        message = (f"{describe(step.key)}{via} does not exist; the verification will end "
+                   "in Error until it is created")
+    else:
+        message = (f"the AnalysisRun would need more than {step.limit} templates (nested "
+                   "ones included); the verification will end in Error")
+    return Finding(path=ref_path, message=message, warning=True)
+
+
 def template_warnings(stage: dict[str, Any], *, lookup: TemplateLookup) -> list[Finding]:
     """Warnings about the templates a (valid) Stage references; [] if look-ups fail."""
     spec = normalize_analysis(stage)
@@ -163,29 +236,37 @@ def template_warnings(stage: dict[str, Any], *, lookup: TemplateLookup) -> list[
         return []
     metadata = stage.get("metadata")
     namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
-    walk = _Walk(lookup=lookup, namespace=namespace if isinstance(namespace, str) else "")
+    namespace = namespace if isinstance(namespace, str) else ""
     spelling = spec["spelling"]
     base: Path = ("spec", spelling)
     list_path: Path = (*base, _LIST_FIELD[spelling])
+    roots = [_root_key(ref, namespace) for ref in spec["templates"]]
     findings: list[Finding] = []
+    found: list[Found] = []
+    complete = True
     try:
-        for index, ref in enumerate(spec["templates"]):
-            findings.extend(
-                walk.walk(
-                    index,
-                    _root_key(ref, walk.namespace),
-                    (*list_path, index, _NAME_FIELD[spelling]),
-                )
+        for step in walk_templates(roots, lookup, namespace=namespace):
+            if isinstance(step, Found):
+                found.append(step)
+                continue
+            if not isinstance(step, Cycle):
+                complete = False
+            findings.append(
+                _step_finding(step, (*list_path, step.root, _NAME_FIELD[spelling]))
             )
     except LookupUnavailable:
         # Unknown is not the same as missing: say nothing rather than something wrong.
         return []
-    findings.extend(_metric_collisions(walk, list_path))
-    if not walk.missing:
-        # With a template missing, its args are unknown: these would be guesses.
-        findings.extend(_arg_warnings(walk, spec, (*base, "args")))
+    # The builder's order, so that "first" and "second" definitions agree with its errors.
+    found = build_order(found)
+    findings.extend(_metric_collisions(found, list_path))
+    if complete:
+        # With a template missing (or not looked up), its args are unknown: these would
+        # be guesses.
+        findings.extend(_arg_warnings(found, spec, (*base, "args")))
     return findings
 
 
 def _root_key(ref: TemplateRef, namespace: str) -> TemplateKey:
-    return _key(name=ref["name"], cluster_scope=ref["clusterScope"], namespace=namespace)
+    return template_key(name=ref["name"], cluster_scope=ref["clusterScope"],
+                        namespace=namespace)

@@ -321,14 +321,24 @@ def test_no_args_key_when_nothing_declares_or_sets_args():
 # ------------------------------------------------------------ other fields
 
 
-def test_unknown_metric_provider_is_preserved_exactly():
-    weird = {"name": "m", "provider": {"plugin": {"acme/future": {
+ODD_PROVIDERS = [
+    {"plugin": {"acme/future": {
         "query": "rate(x[5m])", "nested": [1, 2.5, None, True, {"é": "ü"}]}}},
-        "successCondition": "result[0] >= 0.95", "someNewField": {"a": [{}]}}
+    # Keys deliberately out of sorted order, so a reordering copy would show.
+    {"zeta": [[[]], [{}], [[1, [2, [3, [4]]]]]], "alpha": {"z": 0, "a": -0.0, "m": [False]},
+     "big": 2**70, "tiny": 1e-300, "huge": 1.7976931348623157e308, "neg": -12,
+     "empty": "", "unicode": "\u2603 \U0001f680 \x00", "list-provider": [None, "x", 3]},
+]
+
+
+@pytest.mark.parametrize("provider", ODD_PROVIDERS)
+def test_unknown_metric_provider_is_preserved_exactly(provider):
+    weird = {"name": "m", "provider": provider,
+             "successCondition": "result[0] >= 0.95", "someNewField": {"b": [{}], "a": 1}}
     template = tmpl("a", metrics=[weird])
     run = build(stage("a"), template)
-    assert json.dumps(run["spec"]["metrics"][0], sort_keys=True) == json.dumps(
-        weird, sort_keys=True)
+    # No sort_keys: the run must keep the template's key order too, byte for byte.
+    assert json.dumps(run["spec"]["metrics"][0]) == json.dumps(weird)
 
 
 def test_other_spec_fields_are_copied_as_they_are():
@@ -461,3 +471,10 @@ def test_stage_without_stanza_is_a_build_error():
 def test_empty_freight_is_a_build_error():
     with pytest.raises(AnalysisBuildError, match="no freight"):
         build(stage("a"), tmpl("a", metrics=["m"]), freight=[])
+
+
+def test_run_labels_are_exactly_the_built_runs_labels_even_when_shortened():
+    # Adoption compares a run's labels with run_labels: they must never drift apart.
+    name = "stage-" + "y" * 80
+    run = build(stage("a", name=name), tmpl("a", metrics=["m"]), attempt=7)
+    assert run_labels(name, FREIGHT, 7) == run["metadata"]["labels"]
