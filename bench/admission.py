@@ -2,8 +2,9 @@
 
 Measures, for valid and invalid Stage and RolloutManager reviews:
 
-  (a) in-process: the pure decision (``webhook.admission.review`` on a parsed body)
-      and the Flask app through its test client (JSON in/out, routing, metrics);
+  (a) in-process: the pure decision (``webhook.admission.review`` on a parsed body,
+      the same function the app's endpoints call) and the Flask app through its test
+      client (that call plus JSON in/out, routing, metrics);
   (b) over TLS: real gunicorn (``python -m webhook``, gthread, TLS 1.2+) on loopback,
       driven by client processes whose threads each hold one kept-alive HTTPS
       connection, as the API server does.

@@ -70,23 +70,27 @@ def create_app(config: WebhookConfig | None = None) -> Flask:
         result = "bad_request"
         try:
             try:
-                req = admission.parse_review(_parse_body())
+                body = _parse_body()
             except admission.BadReview as exc:
                 return _plain(400, str(exc))
-            result = "error"
             try:
-                if action == "validate":
-                    outcome = admission.validate(
-                        req, resource=resource, lookups=lookups,
-                        allow_http_plugins=config.allow_http_plugins)
-                else:
-                    outcome = admission.mutate(req, resource=resource)
+                # The call the benchmark times, so it measures what production runs.
+                outcome = admission.review(body, action=action, resource=resource,
+                                           lookups=lookups,
+                                           allow_http_plugins=config.allow_http_plugins)
+            except admission.BadReview as exc:
+                return _plain(400, str(exc))
             except Exception:
+                # review() raises BadReview only from parsing the envelope, so anything
+                # else came after it: the request and its uid are there.
+                result = "error"
+                uid = body["request"]["uid"]
                 log.exception("internal fault while answering admission request",
-                              extra={"uid": req["uid"], "endpoint": endpoint})
-                return _json(admission.fault(req["uid"], action=action))
+                              extra={"uid": uid, "endpoint": endpoint})
+                return _json(admission.fault(uid, action=action))
             result = outcome.result
             if result == "denied":
+                req = body["request"]
                 status = outcome.body["response"]["status"]
                 log.info("denied", extra={
                     "uid": req["uid"], "endpoint": endpoint,

@@ -3,10 +3,10 @@ pipeline can filter on fields (uid, endpoint, result) instead of parsing text.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import sys
-import time
 from typing import Any
 
 from gunicorn import glogging
@@ -16,22 +16,30 @@ from gunicorn import glogging
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
     "message", "asctime", "taskName",
 }
+# JSON scalars are emitted as they are; anything else as its str(), as the reconciler does.
+_SCALARS = (str, int, float, bool, type(None))
 
 
 class JsonFormatter(logging.Formatter):
+    """The same fields, built the same way, as reconciler/runtime/logs.py's formatter,
+    so one log pipeline query works for both components: ``ts`` (UTC ISO 8601 with
+    milliseconds), ``level``, ``logger``, ``msg``, every ``extra=`` field (non-scalars as
+    strings) and ``error`` for a traceback."""
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value
+                entry[key] = value if isinstance(value, _SCALARS) else str(value)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 

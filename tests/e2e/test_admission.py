@@ -425,3 +425,28 @@ def test_status_subresources_are_where_the_real_crds_have_them(kubectl: Kubectl)
     assert not {"analysisruns/status", "analysistemplates/status", "applications/status",
                 "clusteranalysistemplates/status"} & argo
     assert {"analysisruns", "clusteranalysistemplates", "applications"} <= argo
+
+
+def test_webhook_may_only_read_what_its_lookups_read(
+    control_plane: controlplane.ControlPlane, namespace: str
+):
+    """The webhook's ServiceAccount (the identity the harness runs it under) can GET
+    templates and LIST RolloutManagers, the calls webhook/lookups.py makes, and nothing
+    else: the other tests' look-up warnings show those calls work with these rules."""
+    sa = control_plane.serviceaccount_kubeconfig("rollgate-system", "rollgate-webhook")
+
+    def can_i(verb: str, what: str) -> bool:
+        out = control_plane.kubectl("auth", "can-i", verb, what, "-n", namespace,
+                                    kubeconfig=sa, check=False)
+        return out.stdout.strip() == "yes"
+
+    assert can_i("get", "analysistemplates.argoproj.io/x")
+    assert can_i("get", "clusteranalysistemplates.argoproj.io/x")
+    assert can_i("list", "rolloutmanagers.argoproj.io")
+    assert not can_i("list", "analysistemplates.argoproj.io")
+    assert not can_i("list", "clusteranalysistemplates.argoproj.io")
+    assert not can_i("watch", "rolloutmanagers.argoproj.io")
+    assert not can_i("get", "rolloutmanagers.argoproj.io/x")
+    assert not can_i("create", "analysistemplates.argoproj.io")
+    assert not can_i("get", "stages.kargo.akuity.io/x")
+    assert not can_i("get", "secrets/x")

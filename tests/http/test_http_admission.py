@@ -14,6 +14,7 @@ from helpers import apply_patch, k8s_object
 from reviews import review
 
 import schemas
+from webhook import admission
 from webhook.config import Lookups
 
 VALIDATE_STAGES = "/validate/stages"
@@ -107,6 +108,13 @@ def test_both_stage_spellings_at_once_are_denied(post):
     response = post(VALIDATE_STAGES, review(obj))
     assert response["allowed"] is False
     assert any(f.startswith("spec.") for f in causes(response))
+    # exactly one field error, on the second spelling, next to the webhook's own cause
+    status = denial_status(response, 'Stage "prod"')
+    assert {c["field"] for c in status["details"]["causes"]} == {"", "spec.verification"}
+    assert len(status["details"]["causes"]) == 2
+    assert status["details"]["causes"][0]["message"] == \
+        'admission webhook "validate-stages.rollgate.dev" denied the request'
+    assert "spec.analysis" in causes(response)["spec.verification"]  # names the clash
 
 
 def test_invalid_rollout_manager_is_denied_with_every_field_path(post):
@@ -289,6 +297,85 @@ def test_stage_update_ratchets_too(post):
     assert post(VALIDATE_STAGES, review(new, operation="UPDATE", old=old))["allowed"] is True
 
 
+class CountingLookups:
+    """Fake look-up callables that count how often the webhook asks."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def template(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls += 1
+        return None
+
+    def rollout_managers(self, namespace: str) -> list[dict[str, Any]]:
+        self.calls += 1
+        return []
+
+    def as_lookups(self) -> Lookups:
+        return Lookups(template=self.template, rollout_managers=self.rollout_managers)
+
+
+def _relabelled(obj: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(obj)
+    new["metadata"]["labels"] = {"team": "platform"}
+    new["metadata"]["annotations"] = {"rollgate.dev/note": "x"}
+    return new
+
+
+@pytest.mark.parametrize(
+    ("path", "obj"),
+    [(VALIDATE_STAGES, reviews.valid_stage()),
+     (VALIDATE_STAGES, reviews.stage({"verification": {
+         "analysisTemplates": [{"name": "success-rate"}]}})),
+     (VALIDATE_RMS, reviews.valid_rollout_manager())],
+    ids=["stage-analysis", "stage-verification", "rolloutmanager"],
+)
+def test_update_with_unchanged_stanza_does_no_lookups(make_client, post, path, obj):
+    # kubectl label, Kargo's own updates, rollgate's annotation patches: nothing the
+    # look-ups warn about has changed, so the Fail-policy webhook asks the API nothing.
+    counting = CountingLookups()
+    client = make_client(lookups=counting.as_lookups())
+    assert post(path, review(obj), using=client)["allowed"] is True
+    assert counting.calls > 0  # the same object on CREATE does ask
+    counting.calls = 0
+    body = review(_relabelled(obj), operation="UPDATE", old=obj)
+    assert post(path, body, using=client)["allowed"] is True
+    assert counting.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "obj", "change"),
+    [(VALIDATE_STAGES, reviews.valid_stage(),
+      lambda o: o["spec"]["analysis"]["templates"].append(
+          {"templateName": "errors", "clusterScope": False})),
+     (VALIDATE_STAGES, reviews.valid_stage(),  # analysis respelled as verification
+      lambda o: o.update(spec={"verification": {
+          "analysisTemplates": [{"name": "success-rate", "kind": "AnalysisTemplate"}]}})),
+     (VALIDATE_RMS, reviews.valid_rollout_manager(),
+      lambda o: o["spec"]["plugins"]["metric"][0].update(location="file:///plugins/other"))],
+    ids=["stage-template-added", "stage-respelled", "rolloutmanager-plugin-moved"],
+)
+def test_update_that_changes_the_stanza_does_lookups(make_client, post, path, obj, change):
+    counting = CountingLookups()
+    new = _relabelled(obj)
+    change(new)
+    response = post(path, review(new, operation="UPDATE", old=obj),
+                    using=make_client(lookups=counting.as_lookups()))
+    assert counting.calls > 0
+    assert response["uid"] == "uid-1"
+
+
+def test_update_with_unchanged_stanza_still_validates_it(make_client, post):
+    # Only the look-ups are skipped: the stanza is still checked and ratcheted.
+    counting = CountingLookups()
+    old = reviews.invalid_stage()
+    response = post(VALIDATE_STAGES, review(_relabelled(old), operation="UPDATE", old=old),
+                    using=make_client(lookups=counting.as_lookups()))
+    assert response["allowed"] is True
+    assert "unchanged" in " ".join(response["warnings"])
+    assert counting.calls == 0
+
+
 # --------------------------------------------------------- passed through untouched
 
 
@@ -431,6 +518,22 @@ def test_internal_fault_on_mutate_allows_without_patch(post, monkeypatch):
     monkeypatch.setattr(schemas, "default_patch", broken)
     obj = reviews.stage({"analysis": {"templates": [{"templateName": "x"}]}})
     assert post(MUTATE_STAGES, review(obj, uid="u-m")) == {"uid": "u-m", "allowed": True}
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+def test_the_app_answers_through_the_benchmarked_entry_point(post, monkeypatch, path):
+    # bench/admission.py times admission.review; the app must run that same code.
+    seen: list[str] = []
+    real = admission.review
+
+    def spy(body: Any, **kwargs: Any) -> admission.Outcome:
+        seen.append(body["request"]["uid"])
+        return real(body, **kwargs)
+
+    monkeypatch.setattr(admission, "review", spy)
+    obj = reviews.valid_stage() if "stages" in path else reviews.valid_rollout_manager()
+    assert post(path, review(obj, uid="u-same"))["allowed"] is True
+    assert seen == ["u-same"]
 
 
 def test_a_lookup_that_crashes_does_not_crash_the_webhook(make_client):

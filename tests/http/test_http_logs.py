@@ -1,0 +1,40 @@
+"""The webhook's JSON log lines have the reconciler's shape, so one log query (on
+``ts``, ``error``, an ``extra=`` field) works across both components."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from reconciler.runtime import logs as reconciler_logs
+from webhook import logs as webhook_logs
+
+
+def _record(**extra: Any) -> logging.LogRecord:
+    try:
+        raise RuntimeError("simulated")
+    except RuntimeError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("rollgate.webhook", logging.ERROR, __file__, 1,
+                               "internal fault for %s", ("u-1",), exc_info)
+    record.created = 1_700_000_000.5  # a fixed instant: both format the same time
+    record.msecs = 500.0
+    for key, value in extra.items():
+        setattr(record, key, value)
+    return record
+
+
+def test_webhook_log_line_matches_the_reconciler_format():
+    record = _record(uid="u-1", endpoint="/validate/stages", attempt=2,
+                     details={"a": [1, 2]}, missing=None)
+    ours = json.loads(webhook_logs.JsonFormatter().format(record))
+    theirs = json.loads(reconciler_logs.JsonFormatter().format(record))
+    assert ours == theirs
+    # the parts that used to differ, spelled out
+    assert "exc" not in ours and "RuntimeError: simulated" in ours["error"]
+    assert ours["ts"] == "2023-11-14T22:13:20.500+00:00"
+    assert ours["details"] == "{'a': [1, 2]}"  # a non-scalar becomes its str()
+    assert ours["attempt"] == 2 and ours["missing"] is None  # scalars stay as they are
+    assert ours["msg"] == "internal fault for u-1" and ours["level"] == "error"
