@@ -38,9 +38,13 @@ dev: venv k8s
 bench: venv
 	$(PY) bench/admission.py --duration 15 --rounds 10
 
-.PHONY: bench-verification
+.PHONY: bench-verification bench-plugins
 bench-verification: venv k8s
 	$(PY) bench/verification.py
+	$(PY) bench/verification.py --takeover
+
+bench-plugins: venv k8s
+	$(PY) bench/plugins.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev

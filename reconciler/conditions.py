@@ -74,4 +74,5 @@ def _build(type, status, reason, message, observed_generation, stamp) -> dict[st
 def get_condition(
     conditions: Sequence[Mapping[str, Any]] | None, type: str
 ) -> Mapping[str, Any] | None:
+    """The condition of ``type``, or None (apimachinery's ``FindStatusCondition``)."""
     return next((c for c in conditions or () if c.get("type") == type), None)

@@ -166,7 +166,8 @@ def verification_phase(run: Mapping[str, Any]) -> Phase:
     return RUN_PHASES.get(run_phase(run), "Running")
 
 
-def run_message(run: Mapping[str, Any], phase: Phase) -> str:
+def run_message(run: Mapping[str, Any]) -> str:
+    """The verification message for a run: its phase and the run's own message."""
     name = _dict(run.get("metadata")).get("name", "")
     detail = _dict(run.get("status")).get("message")
     text = f"AnalysisRun {name} is {run_phase(run) or 'Pending'}"

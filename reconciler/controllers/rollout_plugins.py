@@ -53,6 +53,7 @@ from reconciler.runtime.types import (
     CONFIG_MAP,
     DEPLOYMENT,
     ROLLOUT_MANAGER,
+    Cache,
     Context,
     Key,
     Obj,
@@ -186,18 +187,22 @@ class RolloutPluginsController:
     primary = ROLLOUT_MANAGER
 
     def __init__(self, rollouts_deployment: str = DEFAULT_DEPLOYMENT) -> None:
-        # map_event has no Context: the cache is remembered from the first reconcile
-        # (or resync) so that ConfigMap and Deployment events map to the namespace's
-        # owner.
-        self._cache: Any = None
+        self._cache: Cache | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
         self.configure({"rollouts_deployment": rollouts_deployment})
 
-    def configure(self, options: Mapping[str, Any]) -> None:
-        """Take the Deployment name from the flags; the runtime calls this before it
-        reads ``watches``, so the Deployment informer selects that name."""
+    def configure(self, options: Mapping[str, Any], cache: Cache | None = None) -> None:
+        """Take the Deployment name from the flags and the runtime's shared cache.
+
+        The runtime calls this before it reads ``watches``, so the Deployment informer
+        selects that name. The cache is kept because ``map_event`` gets no Context and
+        needs the namespace's RolloutManagers to map ConfigMap and Deployment events to
+        their owner.
+        """
+        if cache is not None:
+            self._cache = cache
         self.deployment_name = str(options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT)
         self.deployments = DEPLOYMENT.named(self.deployment_name)
         self.watches: tuple[Resource, ...] = (
@@ -236,7 +241,6 @@ class RolloutPluginsController:
         The runtime resyncs primaries only; without this a release missed while the
         reconciler was down would never be retried.
         """
-        self._cache = cache
         keys: list[Key] = []
         for cm in cache.list(self.config_maps):
             meta = _meta(cm)
@@ -251,11 +255,9 @@ class RolloutPluginsController:
 
     def _rms(self, namespace: str) -> list[Obj]:
         if self._cache is None:
-            return []
-        try:
-            return self._cache.list(ROLLOUT_MANAGER, namespace)
-        except KeyError:
-            return []
+            # A silent [] would drop ConfigMap/Deployment events; say what is missing.
+            raise RuntimeError(f"{self.name}: configure(options, cache) was not called")
+        return self._cache.list(ROLLOUT_MANAGER, namespace)
 
     # -- reconcile --------------------------------------------------------------------
 
@@ -266,7 +268,6 @@ class RolloutPluginsController:
         event needs no RM name; a per-namespace lock keeps two workers from writing the
         same ConfigMap (and emitting the same event) at once.
         """
-        self._cache = ctx.cache
         with self._lock_for(key.namespace):
             try:
                 self._reconcile(key, ctx, Rest(ctx.api))
@@ -382,32 +383,20 @@ class RolloutPluginsController:
         Returns the part of the condition message about the Deployment.
         """
         name = self.deployment_name
+        not_found = (
+            f'Deployment "{name}" not found in namespace "{namespace}": '
+            "the plugins will load when it starts"
+        )
         cached = ctx.cache.get(self.deployments, namespace, name)
         if cached is None:
-            return (
-                f'Deployment "{name}" not found in namespace "{namespace}": '
-                "the plugins will load when it starts"
-            )
+            return not_found
         if pod_template_checksum(cached) == digest:
             return f'Deployment "{name}" runs with this plugin configuration'
         live = rest.get(DEPLOYMENT, namespace, name)
         if live is None:
-            return (
-                f'Deployment "{name}" not found in namespace "{namespace}": '
-                "the plugins will load when it starts"
-            )
+            return not_found
         if pod_template_checksum(live) != digest:
-            # A merge patch of one pod-template annotation: the Deployment's own rolling
-            # update strategy replaces pods one at a time; nothing else is touched.
-            patch = {
-                "spec": {"template": {"metadata": {"annotations": {
-                    ANNOTATION_PLUGINS_CHECKSUM: digest,
-                }}}}
-            }
-            rest.patch(
-                DEPLOYMENT, namespace, name, patch,
-                content_type=MERGE_PATCH, field_manager=FIELD_MANAGER,
-            )
+            self._patch_checksum(namespace, digest, rest)
             ctx.events.emit(
                 rm, type="Normal", reason="RolloutsRestarted",
                 message=(
@@ -467,6 +456,14 @@ class RolloutPluginsController:
         deployment = rest.get(DEPLOYMENT, namespace, self.deployment_name)
         if deployment is None or pod_template_checksum(deployment) == digest:
             return
+        self._patch_checksum(namespace, digest, rest)
+
+    def _patch_checksum(self, namespace: str, digest: str, rest: Rest) -> None:
+        """Set the Deployment's pod-template checksum annotation (a rolling restart).
+
+        A merge patch of one pod-template annotation: the Deployment's own rolling
+        update strategy replaces pods one at a time; nothing else is touched.
+        """
         patch = {
             "spec": {"template": {"metadata": {"annotations": {
                 ANNOTATION_PLUGINS_CHECKSUM: digest,

@@ -30,6 +30,7 @@ from schemas.constants import (
     LABEL_STAGE,
     MANAGED_BY,
 )
+from schemas.pointer import to_pointer
 
 from .. import verification as vf
 from ..analysis import (
@@ -82,10 +83,6 @@ def _now() -> str:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
-
-
-def _json_pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def owning_stage(run: Mapping[str, Any]) -> str | None:
@@ -226,8 +223,10 @@ class _Sync:
         abort = vf.annotation(stage, ANNOTATION_ABORT)
         reverify = vf.annotation(stage, ANNOTATION_REVERIFY)
         if not freight:
+            # waiting_for answers "no freight" before it looks at anything else, so the
+            # message is written in one place.
             waiting: vf.Verification = {
-                "phase": "Pending", "message": "waiting for freight to be promoted to the Stage",
+                "phase": "Pending", "message": vf.waiting_for(stage, self._app) or "",
             }
             self._write_status(waiting, record_history=False)
             self._drop_annotation(ANNOTATION_ABORT, abort)
@@ -337,7 +336,7 @@ class _Sync:
                             "phase": vf.run_phase(existing)}
         v["phase"] = "Running"
         v["startTime"] = self.now
-        v["message"] = vf.run_message(existing, "Running")
+        v["message"] = vf.run_message(existing)
         self._write_status(v)
         self.ctx.events.emit(
             self.stage, type="Normal", reason="VerificationStarted",
@@ -390,11 +389,11 @@ class _Sync:
         phase = vf.verification_phase(run)
         v["analysisRun"] = {**ref, "phase": vf.run_phase(run)}
         if phase in vf.FINISHED:
-            self._finished(vf.finish(v, phase=phase, message=vf.run_message(run, phase),
+            self._finished(vf.finish(v, phase=phase, message=vf.run_message(run),
                                      now=self.now))
             return
         v["phase"] = phase
-        v["message"] = vf.run_message(run, phase)
+        v["message"] = vf.run_message(run)
         self._write_status(v)
 
     def _abort(self, v: vf.Verification) -> None:
@@ -508,7 +507,7 @@ class _Sync:
         """
         if value is None:
             return False
-        path = f"/metadata/annotations/{_json_pointer(key)}"
+        path = to_pointer(("metadata", "annotations", key))
         ops = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
         try:
             self.stage = self.rest.patch(STAGE, self.key.namespace, self.key.name, ops,
@@ -526,7 +525,7 @@ class _Sync:
 
         A different value than the one we saw means our view is stale: _Conflict.
         """
-        path = f"/metadata/annotations/{_json_pointer(key)}"
+        path = to_pointer(("metadata", "annotations", key))
         ops = [{"op": "test", "path": path, "value": seen},
                {"op": "replace", "path": path, "value": value}]
         try:

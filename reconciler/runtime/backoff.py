@@ -55,6 +55,8 @@ class Backoff:
         return backoff_delay(n, base=self.base, cap=self.cap, jitter=self.jitter)
 
     def failures(self, key: Hashable) -> int:
+        """Failures recorded for ``key`` since its last ``forget`` (client-go's
+        ``NumRequeues``)."""
         with self._lock:
             return self._failures.get(key, 0)
 

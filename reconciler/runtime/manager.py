@@ -110,12 +110,17 @@ class Manager:
         self.options = options
         self.metrics = Metrics()
         self.stop = threading.Event()
+        # The view exists before the stores: configure() hands it to the controllers
+        # (map_event gets no Context, and some mappings read the cache), and the view
+        # reads the dict filled below, once the watches are known.
+        self.stores: dict[Resource, Store] = {}
+        self.cache = CacheView(self.stores)
         for c in controllers:
             # Before ``watches`` is read: a controller may narrow a watch to a name
             # given by a flag (e.g. --rollouts-deployment), so RBAC can name it too.
             configure = getattr(c, "configure", None)
             if configure is not None:
-                configure(options)
+                configure(options, self.cache)
         self.runners = [
             ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
             for c in controllers
@@ -126,8 +131,7 @@ class Manager:
                 if r not in resources:
                     resources.append(r)
         self.resources = resources
-        self.stores = {r: Store(r) for r in resources}
-        self.cache = CacheView(self.stores)
+        self.stores.update({r: Store(r) for r in resources})
         self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
         self.ctx = Context(
             cache=self.cache,

@@ -122,6 +122,7 @@ class WorkQueue:
             return len(self._queue)
 
     def pending_delayed(self) -> int:
+        """Keys waiting for their ``add_after`` delay (the other half of ``len``)."""
         with self._cond:
             return len(self._waiting)
 
@@ -129,8 +130,3 @@ class WorkQueue:
         with self._cond:
             self._shutdown = True
             self._cond.notify_all()
-
-    @property
-    def is_shutdown(self) -> bool:
-        with self._cond:
-            return self._shutdown

@@ -110,10 +110,12 @@ class Context:
 class Controller(Protocol):
     """A controller run by the runtime.
 
-    Optionally it also has ``configure(options)``: the manager calls it with the parsed
-    flags before it reads ``watches``, for watches that depend on flags (a resource
-    narrowed with ``Resource.named`` to a name given on the command line), and
-    ``resync_keys(cache)`` (see ``reconciler.runtime``).
+    Optionally it also has ``configure(options, cache)``: the manager calls it with the
+    parsed flags and the shared cache before it reads ``watches``, for watches that
+    depend on flags (a resource narrowed with ``Resource.named`` to a name given on the
+    command line) and for ``map_event``s that read the cache (it gets no Context); the
+    cache is filled only after ``watches`` was read, so configure must not read it.
+    It may also have ``resync_keys(cache)`` (see ``reconciler.runtime``).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value

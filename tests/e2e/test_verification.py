@@ -263,7 +263,8 @@ def test_unsuccessful_runs_are_recorded(ready: Cluster, run_phase, status, reaso
     assert "metric success-rate: 0.5" in v["message"]
     cond = ready.condition()
     assert (cond["status"], cond["reason"]) == (status, reason)
-    assert STAGE not in ready.verified_in("f1")
+    # No verifiedIn check here: f1 was never verified, so its absence proves nothing;
+    # the reverify test checks that a failed re-verification removes the Stage.
     event_reason = {"Failed": "VerificationFailed", "Error": "VerificationError",
                     "Inconclusive": "VerificationInconclusive"}[run_phase]
     events = wait_for(f"a {event_reason} event", lambda: ready.events(event_reason))
@@ -463,6 +464,13 @@ def test_run_created_before_a_crash_is_adopted_not_duplicated(
 def test_sigkill_after_run_creation_then_restart_gives_one_run(
     control_plane: controlplane.ControlPlane, cluster: Cluster
 ):
+    """A reconciler killed with SIGKILL after it created the run, then restarted.
+
+    The kill lands after the run exists, but whether it lands before the Stage status
+    names the run is not guaranteed: the reconciler may already have written it. So this
+    test may exercise either state; the "run exists, status does not name it" state is
+    covered deterministically by test_run_created_before_a_crash_is_adopted_not_duplicated.
+    """
     cluster.apply(TEMPLATE)
     cluster.freight("f1")
     cluster.stage()
@@ -558,3 +566,58 @@ def test_two_reconcilers_only_the_leader_acts_and_the_standby_takes_over(
         assert _lease_holder(control_plane) is None
     finally:
         first.stop()
+
+
+# --- least privilege ------------------------------------------------------------------------
+
+
+def test_reconciler_verification_rbac_allows_only_what_it_uses(
+    control_plane: controlplane.ControlPlane, namespace: str
+) -> None:
+    """What the stage-verification controller may do, asked as its ServiceAccount.
+
+    The rules are the union of every role bound to the ServiceAccount, so a "no" also
+    proves no other role of the reconciler grants it.
+    """
+    sa = control_plane.serviceaccount_kubeconfig("rollgate-system", "rollgate-reconciler")
+
+    def can_i(verb: str, what: str, *extra: str, ns: str = namespace) -> bool:
+        out = control_plane.kubectl("auth", "can-i", verb, what, "-n", ns, *extra,
+                                    kubeconfig=sa, check=False)
+        return out.stdout.strip() == "yes"
+
+    # What the controller does (reconciler/controllers/stage_verification.py).
+    for verb, what in [
+        ("list", "stages.kargo.akuity.io"), ("watch", "stages.kargo.akuity.io"),
+        ("patch", "stages.kargo.akuity.io"),  # pin / remove reverify and abort annotations
+        ("list", "freights.kargo.akuity.io"),
+        ("create", "analysisruns.argoproj.io"), ("get", "analysisruns.argoproj.io"),
+        ("patch", "analysisruns.argoproj.io"), ("delete", "analysisruns.argoproj.io"),
+        ("list", "analysistemplates.argoproj.io"),
+        ("list", "clusteranalysistemplates.argoproj.io"),
+        ("list", "applications.argoproj.io"),
+        ("create", "events"),
+    ]:
+        assert can_i(verb, what), f"{verb} {what}"
+    assert can_i("update", "stages.kargo.akuity.io", "--subresource=status")
+    assert can_i("patch", "freights.kargo.akuity.io", "--subresource=status")
+
+    # What it must not do.
+    for verb, what in [
+        ("delete", "stages.kargo.akuity.io"), ("update", "stages.kargo.akuity.io"),
+        ("create", "stages.kargo.akuity.io"),
+        ("patch", "freights.kargo.akuity.io"), ("delete", "freights.kargo.akuity.io"),
+        ("update", "analysisruns.argoproj.io"),
+        ("create", "analysistemplates.argoproj.io"),
+        ("patch", "applications.argoproj.io"),
+        ("patch", "events"), ("update", "events"), ("delete", "events"),
+        ("get", "secrets"), ("update", "secrets"),
+        ("patch", "configmap/some-config"),
+    ]:
+        assert not can_i(verb, what), f"{verb} {what}"
+    assert not can_i("patch", "stages.kargo.akuity.io", "--subresource=status")
+    assert not can_i("update", "freights.kargo.akuity.io", "--subresource=status")
+    # Leader election: its own Lease only (create cannot be limited by name).
+    assert can_i("update", "lease/rollgate-reconciler", ns="rollgate-system")
+    assert not can_i("update", "lease/other", ns="rollgate-system")
+    assert not can_i("create", "leases.coordination.k8s.io")

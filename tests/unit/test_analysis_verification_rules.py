@@ -128,7 +128,7 @@ def test_condition_per_phase(phase, status, reason):
 
 def test_run_message_includes_the_runs_message():
     run = {"metadata": {"name": "r"}, "status": {"phase": "Failed", "message": "metric x"}}
-    assert vf.run_message(run, "Failed") == "AnalysisRun r is Failed: metric x"
+    assert vf.run_message(run) == "AnalysisRun r is Failed: metric x"
 
 
 # ------------------------------------------------------------ reverify

@@ -27,6 +27,7 @@ from reconciler.controllers.rollout_plugins import (
 )
 from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.manager import Manager
 from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH
 from reconciler.runtime.types import (
     CONFIG_MAP,
@@ -124,8 +125,22 @@ def controller_with(*objs: tuple[Any, dict[str, Any]]) -> RolloutPluginsControll
     stores = {r: Store(r) for r in controller.watches}
     for resource, obj in objs:
         stores[resource].upsert(obj)
-    controller.resync_keys(CacheView(stores))  # gives the controller its cache
+    controller.configure({}, CacheView(stores))  # what the Manager does at start-up
     return controller
+
+
+def test_the_manager_hands_its_cache_to_the_controller_before_any_reconcile() -> None:
+    """ConfigMap events map to the owner from the start, not only after a reconcile."""
+    c = RolloutPluginsController()
+    manager = Manager(api=None, controllers=[c], options={"leader_elect": False})
+    manager.stores[ROLLOUT_MANAGER].upsert(rm("a", "2026-01-01T00:00:03Z"))
+    assert list(c.map_event(c.config_maps, cm({}))) == [Key("ns", "a")]
+
+
+def test_mapping_without_a_cache_is_an_error_not_silence() -> None:
+    c = RolloutPluginsController()
+    with pytest.raises(RuntimeError, match="configure"):
+        list(c.map_event(c.config_maps, cm({})))
 
 
 def test_config_map_events_map_to_the_owner() -> None:

@@ -15,7 +15,6 @@ from reconciler import cli, controllers
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.health import HealthServer, Metrics
 from reconciler.runtime.informer import Informer
-from reconciler.runtime.kube import impersonation_headers
 from reconciler.runtime.leader import Timings, format_micro_time, lease_expired
 from reconciler.runtime.manager import ControllerRunner
 from reconciler.runtime.rest import is_already_exists, is_transient, resource_path
@@ -208,17 +207,6 @@ def test_micro_time_format_always_has_microseconds():
 def test_timings_follow_client_go_ratios():
     t = Timings.from_lease_duration(15)
     assert (t.lease_duration, t.renew_deadline, t.retry_period) == (15, 10, 3)
-
-
-def test_impersonation_headers_from_kubeconfig_user():
-    kc = {
-        "current-context": "c",
-        "contexts": [{"name": "c", "context": {"user": "u", "cluster": "k"}}],
-        "users": [{"name": "u", "user": {"as": "system:serviceaccount:ns:sa"}}],
-    }
-    assert impersonation_headers(kc) == {"Impersonate-User": "system:serviceaccount:ns:sa"}
-    kc["users"][0]["user"] = {}
-    assert impersonation_headers(kc) == {}
 
 
 def test_resource_paths():

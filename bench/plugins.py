@@ -1,0 +1,157 @@
+"""RolloutManager plugins sync latency on a real control plane.
+
+Starts a control plane (hack/controlplane.py, no webhook: only the reconciler's path is
+measured) and the reconciler with only the rollout-plugins controller, one
+RolloutManager and a stand-in ``argo-rollouts`` Deployment, then measures:
+
+- hand-edit revert: ``--edits`` times (default 20), one after another, a merge patch
+  replaces ``metricProviderPlugins`` in ``argo-rollouts-config`` with a hand-made value;
+  the time from the patch's response until a watch shows rollgate's value back.
+- spec change: ``--changes`` times (default 10), the RolloutManager's metric plugin
+  location is changed; the time from the patch's response until a watch shows the new
+  location in the ConfigMap.
+
+Prints median and worst of each and the load average. Nothing is asserted about the
+figures (the e2e tests check the behaviour).
+
+    .venv/bin/python bench/plugins.py [--edits 20] [--changes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
+
+import controlplane  # noqa: E402
+import yaml  # noqa: E402
+from kubernetes import client, watch  # noqa: E402
+
+NS = "bench-plugins"
+CM = "argo-rollouts-config"
+METRIC = "metricProviderPlugins"
+GROUP, VERSION = "argoproj.io", "v1alpha1"
+
+
+def rollout_manager(location: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutManager",
+        "metadata": {"name": "rm"},
+        "spec": {"plugins": {"metric": [
+            {"name": "argoproj-labs/sample-prometheus", "location": location},
+        ]}},
+    }
+
+
+def deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "argo-rollouts"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "argo-rollouts"}},
+            "template": {"metadata": {"labels": {"app": "argo-rollouts"}},
+                         "spec": {"containers": [{"name": "c", "image": "example.invalid/x"}]}},
+        },
+    }
+
+
+def wait_for_value(core: client.CoreV1Api, rv: str, done: Callable[[str | None], bool],
+                   timeout: int = 60) -> float:
+    """monotonic time of the first ConfigMap event after ``rv`` whose METRIC fits ``done``."""
+    w = watch.Watch()
+    for event in w.stream(core.list_namespaced_config_map, NS, resource_version=rv,
+                          field_selector=f"metadata.name={CM}", timeout_seconds=timeout):
+        seen = time.monotonic()
+        if done((event["object"].data or {}).get(METRIC)):
+            w.stop()
+            return seen
+    raise SystemExit(f"no matching ConfigMap event within {timeout}s")
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    return {"n": len(values), "median_s": round(statistics.median(values), 3),
+            "worst_s": round(max(values), 3)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--edits", type=int, default=20)
+    p.add_argument("--changes", type=int, default=10)
+    args = p.parse_args()
+
+    plane = controlplane.ControlPlane(with_webhook=False)
+    plane.start()
+    try:
+        api = plane.api_client()
+        core = client.CoreV1Api(api)
+        co = client.CustomObjectsApi(api)
+        plane.kubectl("create", "namespace", NS)
+        client.AppsV1Api(api).create_namespaced_deployment(NS, deployment())
+        co.create_namespaced_custom_object(GROUP, VERSION, NS, "rolloutmanagers",
+                                           rollout_manager("file:///plugins/prom-0"))
+        proc = plane.start_reconciler("--controllers", "rollout-plugins", "--no-leader-elect",
+                                      "--namespaces", NS, name="reconciler-bench-plugins")
+        proc.wait_ready(60)
+
+        def current() -> str | None:
+            try:
+                cm = core.read_namespaced_config_map(CM, NS)
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            return (cm.data or {}).get(METRIC)
+
+        deadline = time.monotonic() + 60
+        while not (current() or "").count("prom-0"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"initial sync did not happen; see {proc.log_path}")
+            time.sleep(0.1)
+        time.sleep(1)  # let the first sync's condition and Deployment writes settle
+
+        reverts: list[float] = []
+        for i in range(args.edits):
+            rendered = current()
+            hand = yaml.safe_dump([{"name": "someone/else", "location": f"file:///x/{i}"}])
+            edited = core.patch_namespaced_config_map(CM, NS, {"data": {METRIC: hand}})
+            committed = time.monotonic()
+            back = wait_for_value(core, edited.metadata.resource_version,
+                                  lambda v, r=rendered: v == r)
+            reverts.append(back - committed)
+
+        changes: list[float] = []
+        for i in range(1, args.changes + 1):
+            location = f"file:///plugins/prom-{i}"
+            rv = core.read_namespaced_config_map(CM, NS).metadata.resource_version
+            co.patch_namespaced_custom_object(
+                GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                {"spec": rollout_manager(location)["spec"]})
+            changed = time.monotonic()
+            seen = wait_for_value(core, rv, lambda v, loc=location: loc in (v or ""))
+            changes.append(seen - changed)
+            time.sleep(0.5)  # let the Deployment annotation and condition writes settle
+
+        result = {
+            "hand_edit_revert": summary(reverts),
+            "spec_change_to_config_map": summary(changes),
+            "reconciler_log": str(proc.log_path),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        }
+        print(json.dumps(result, indent=2))
+        proc.stop()
+    finally:
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
