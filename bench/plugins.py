@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 import controlplane  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
+from stats import summary  # noqa: E402
 
 NS = "bench-plugins"
 CM = "argo-rollouts-config"
@@ -75,11 +75,6 @@ def wait_for_value(core: client.CoreV1Api, rv: str, done: Callable[[str | None],
             w.stop()
             return seen
     raise SystemExit(f"no matching ConfigMap event within {timeout}s")
-
-
-def summary(values: list[float]) -> dict[str, Any]:
-    return {"n": len(values), "median_s": round(statistics.median(values), 3),
-            "worst_s": round(max(values), 3)}
 
 
 def main() -> int:

@@ -40,6 +40,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 
 import controlplane  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
+from stats import summary  # noqa: E402
 
 NS = "bench"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
@@ -63,13 +64,6 @@ def check_one_run_each(counts: collections.Counter[str], n: int, when: str) -> N
     if len(counts) != n or wrong:
         raise SystemExit(f"{when}: expected exactly one run for each of {n} Stages, got "
                          f"{len(counts)} Stages with runs, these with more: {wrong}")
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {"median_s": round(statistics.median(ordered), 3),
-            "p90_s": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
-            "worst_s": round(ordered[-1], 3)}
 
 
 def verified_condition(stage: dict) -> bool:

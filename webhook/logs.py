@@ -3,53 +3,19 @@ pipeline can filter on fields (uid, endpoint, result) instead of parsing text.""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
-import sys
 from typing import Any
 
 from gunicorn import glogging
 
-# Attributes every LogRecord has; anything else was passed via ``extra=`` and is
-# emitted as a field.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message", "asctime", "taskName",
-}
-# JSON scalars are emitted as they are; anything else as its str(), as the reconciler does.
-_SCALARS = (str, int, float, bool, type(None))
-
-
-class JsonFormatter(logging.Formatter):
-    """The same fields, built the same way, as reconciler/runtime/logs.py's formatter,
-    so one log pipeline query works for both components: ``ts`` (UTC ISO 8601 with
-    milliseconds), ``level``, ``logger``, ``msg``, every ``extra=`` field (non-scalars as
-    strings) and ``error`` for a traceback."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
-                timespec="milliseconds"
-            ),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value if isinstance(value, _SCALARS) else str(value)
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+# One formatter for both processes, so one log query works across the webhook and the
+# reconciler: ts, level, logger, msg, every extra= field, and error for a traceback.
+from reconciler.runtime.logs import JsonFormatter, setup
 
 
 def configure(*, level: str = "INFO") -> None:
     """Send the application's loggers to stderr as JSON (inherited by forked workers)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    setup(level)
 
 
 class _QuietTimeouts(logging.Filter):

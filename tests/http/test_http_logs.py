@@ -1,5 +1,5 @@
-"""The webhook's JSON log lines have the reconciler's shape, so one log query (on
-``ts``, ``error``, an ``extra=`` field) works across both components."""
+"""The webhook logs with the reconciler's JSON formatter, so one log query (on ``ts``,
+``error``, an ``extra=`` field) works across both components."""
 
 from __future__ import annotations
 
@@ -29,10 +29,8 @@ def _record(**extra: Any) -> logging.LogRecord:
 def test_webhook_log_line_matches_the_reconciler_format():
     record = _record(uid="u-1", endpoint="/validate/stages", attempt=2,
                      details={"a": [1, 2]}, missing=None)
+    assert webhook_logs.JsonFormatter is reconciler_logs.JsonFormatter
     ours = json.loads(webhook_logs.JsonFormatter().format(record))
-    theirs = json.loads(reconciler_logs.JsonFormatter().format(record))
-    assert ours == theirs
-    # the parts that used to differ, spelled out
     assert "exc" not in ours and "RuntimeError: simulated" in ours["error"]
     assert ours["ts"] == "2023-11-14T22:13:20.500+00:00"
     assert ours["details"] == "{'a': [1, 2]}"  # a non-scalar becomes its str()
