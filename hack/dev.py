@@ -74,9 +74,9 @@ def apply_examples(plane: controlplane.ControlPlane) -> None:
 
 def start_reconciler(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
     try:
-        proc = plane.start_reconciler(
-            "--no-leader-elect", "--namespaces", DEMO_NAMESPACE
-        )
+        # Production defaults (all namespaces, leader election on), so what works here
+        # works the same in a cluster.
+        proc = plane.start_reconciler()
         proc.wait_ready(30)
         return proc
     except controlplane.ControlPlaneError as err:
