@@ -148,7 +148,41 @@ def resolve_templates(
                 f"the run would need more than {step.limit} templates (nested ones "
                 f"included, starting from {where}); reduce the templates it references"
             )
-    return [(f.key, f.template) for f in build_order(found)]
+    ordered = [(f.key, f.template) for f in build_order(found)]
+    for key, template in ordered:
+        _check_shape(key, template)
+    return ordered
+
+
+# The list fields the builder merges, and the key that names each entry.
+_NAMED_LISTS = {"metrics": "name", "dryRun": "metricName",
+                "measurementRetention": "metricName", "args": "name"}
+
+
+def _check_shape(key: TemplateKey, template: Mapping[str, Any]) -> None:
+    """AnalysisBuildError for a template the merge cannot read.
+
+    Argo's own CRD schema keeps such templates out of a real cluster, but a template
+    stored under a looser schema must give a verification Error naming it, not an
+    exception the controller would retry for ever.
+    """
+    spec = template.get("spec")
+    if spec is None:
+        return
+    if not isinstance(spec, dict):
+        raise AnalysisBuildError(f"{_show(key)}: spec must be an object")
+    for field, name_key in _NAMED_LISTS.items():
+        entries = spec.get(field)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise AnalysisBuildError(f"{_show(key)}: spec.{field} must be a list")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get(name_key), str):
+                raise AnalysisBuildError(
+                    f"{_show(key)}: spec.{field}[{i}] must be an object with a string "
+                    f"{name_key}"
+                )
 
 
 # ---------------------------------------------------------------- merging

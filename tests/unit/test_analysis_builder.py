@@ -478,3 +478,28 @@ def test_run_labels_are_exactly_the_built_runs_labels_even_when_shortened():
     name = "stage-" + "y" * 80
     run = build(stage("a", name=name), tmpl("a", metrics=["m"]), attempt=7)
     assert run_labels(name, FREIGHT, 7) == run["metadata"]["labels"]
+
+
+# ------------------------------------------------------------ templates the merge cannot read
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ([], "AnalysisTemplate shop/a: spec must be an object"),
+        ({"metrics": "m"}, "AnalysisTemplate shop/a: spec.metrics must be a list"),
+        ({"metrics": [{"name": ["m"]}]},
+         "AnalysisTemplate shop/a: spec.metrics[0] must be an object with a string name"),
+        ({"metrics": [metric("m")], "args": [{"name": 8080}]},
+         "AnalysisTemplate shop/a: spec.args[0] must be an object with a string name"),
+        ({"metrics": [metric("m")], "dryRun": ["m"]},
+         "AnalysisTemplate shop/a: spec.dryRun[0] must be an object with a string metricName"),
+    ],
+)
+def test_a_template_the_merge_cannot_read_is_a_build_error_naming_it(spec, message):
+    """A template stored under a looser CRD schema gives a verification Error naming the
+    template and field, never an exception the controller would retry for ever."""
+    bad = k8s_object("AnalysisTemplate", name="a", namespace=NS, spec=spec)
+    with pytest.raises(AnalysisBuildError) as err:
+        build(stage("a"), bad)
+    assert str(err.value) == message
