@@ -20,8 +20,6 @@ figures (the e2e tests check the behaviour).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +32,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 import controlplane  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
-from stats import summary  # noqa: E402
+from stats import report, summary  # noqa: E402
 
 NS = "bench-plugins"
 CM = "argo-rollouts-config"
@@ -139,9 +137,8 @@ def main() -> int:
             "hand_edit_revert": summary(reverts),
             "spec_change_to_config_map": summary(changes),
             "reconciler_log": str(proc.log_path),
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         }
-        print(json.dumps(result, indent=2))
+        report(result)
         proc.stop()
     finally:
         plane.stop()

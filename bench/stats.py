@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
+from typing import Any
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -14,3 +17,10 @@ def summary(values: list[float]) -> dict[str, float]:
             "median_s": round(statistics.median(ordered), 3),
             "p90_s": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 3),
             "worst_s": round(ordered[-1], 3)}
+
+
+def report(result: dict[str, Any]) -> None:
+    """Print ``result`` as JSON with the load average at its end: on a shared machine
+    the figures mean little without it."""
+    result = {**result, "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+    print(json.dumps(result, indent=2))

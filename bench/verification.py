@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
 import signal
 import sys
 import threading
@@ -39,7 +37,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 
 import controlplane  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
-from stats import summary  # noqa: E402
+from stats import report, summary  # noqa: E402
 
 NS = "bench"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
@@ -90,6 +88,25 @@ def poll(what: str, check, timeout: float = 120.0, every: float = 0.05) -> float
     raise SystemExit(f"timed out after {timeout}s waiting for {what}")
 
 
+def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, *,
+         count: int) -> None:
+    """Namespace ``ns`` with one AnalysisTemplate ``t`` and ``count`` Stages ``s<i>``
+    referencing it, each with its own Freight ``f<i>`` to be promoted."""
+    plane.kubectl("create", "namespace", ns)
+    co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"metrics": [{"name": "m", "provider": {"job": {"spec": {}}}}]},
+    })
+    for i in range(count):
+        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights", {
+            "apiVersion": f"{KARGO}/v1alpha1", "kind": "Freight",
+            "metadata": {"name": f"f{i}"}, "origin": {"kind": "Warehouse", "name": "w"}})
+        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", {
+            "apiVersion": f"{KARGO}/v1alpha1", "kind": "Stage", "metadata": {"name": f"s{i}"},
+            "spec": {"analysis": {"templates": [{"templateName": "t"}]}}})
+
+
 def takeover(args: argparse.Namespace) -> int:
     """Leader failover: SIGKILL the leader, time the standby's Lease and first reconcile."""
     ns = "takeover"
@@ -99,19 +116,7 @@ def takeover(args: argparse.Namespace) -> int:
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
         coord = client.CoordinationV1Api(api)
-        plane.kubectl("create", "namespace", ns)
-        co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
-            "metadata": {"name": "t"},
-            "spec": {"metrics": [{"name": "m", "provider": {"job": {"spec": {}}}}]},
-        })
-        for i in range(args.trials):
-            co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights", {
-                "apiVersion": f"{KARGO}/v1alpha1", "kind": "Freight",
-                "metadata": {"name": f"f{i}"}, "origin": {"kind": "Warehouse", "name": "w"}})
-            co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", {
-                "apiVersion": f"{KARGO}/v1alpha1", "kind": "Stage", "metadata": {"name": f"s{i}"},
-                "spec": {"analysis": {"templates": [{"templateName": "t"}]}}})
+        seed(plane, co, ns, count=args.trials)
         common = ("--controllers", "stage-verification", "--namespaces", ns, "--leader-elect",
                   "--lease-duration", str(args.lease_duration))
         to_lease: list[float] = []
@@ -155,9 +160,8 @@ def takeover(args: argparse.Namespace) -> int:
             "kill_to_run_of_new_promotion_s": [round(x, 3) for x in to_run],
             "kill_to_run_of_new_promotion": {k: v for k, v in summary(to_run).items()
                                              if k != "p90_s"},
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         }
-        print(json.dumps(result, indent=2))
+        report(result)
     finally:
         plane.stop()
     return 0
@@ -181,19 +185,7 @@ def main() -> int:
     try:
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
-        plane.kubectl("create", "namespace", NS)
-        co.create_namespaced_custom_object(GROUP, VERSION, NS, "analysistemplates", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
-            "metadata": {"name": "t"},
-            "spec": {"metrics": [{"name": "m", "provider": {"job": {"spec": {}}}}]},
-        })
-        for i in range(n):
-            co.create_namespaced_custom_object(KARGO, "v1alpha1", NS, "freights", {
-                "apiVersion": f"{KARGO}/v1alpha1", "kind": "Freight",
-                "metadata": {"name": f"f{i}"}, "origin": {"kind": "Warehouse", "name": "w"}})
-            co.create_namespaced_custom_object(KARGO, "v1alpha1", NS, "stages", {
-                "apiVersion": f"{KARGO}/v1alpha1", "kind": "Stage", "metadata": {"name": f"s{i}"},
-                "spec": {"analysis": {"templates": [{"templateName": "t"}]}}})
+        seed(plane, co, NS, count=n)
         proc = plane.start_reconciler("--controllers", "stage-verification", "--no-leader-elect",
                                       "--workers", str(args.workers), name="reconciler-bench")
         proc.wait_ready(60)
@@ -280,9 +272,8 @@ def main() -> int:
             "stage_verified_true": summary(cond_lat),
             "reconciler_peak_rss_mib": round(peak_rss_mib(proc.pid), 1),
             "runs_per_stage": sorted(set(counts.values())),
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         }
-        print(json.dumps(result, indent=2))
+        report(result)
         proc.stop()
     finally:
         plane.stop()

@@ -18,35 +18,46 @@ def _ns_name(obj: Obj) -> tuple[str, str]:
 
 
 class Store:
-    """Objects of one resource by (namespace, name); thread-safe."""
+    """Objects of one resource by namespace, then name; thread-safe.
+
+    Nested by namespace because controllers list one namespace per reconcile (a
+    Stage's runs and Freight, a namespace's RolloutManagers): that must not cost a scan
+    of every object of the kind in the cluster.
+    """
 
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
         self._lock = threading.Lock()
-        self._items: dict[tuple[str, str], Obj] = {}
+        self._items: dict[str, dict[str, Obj]] = {}
 
     def get(self, namespace: str, name: str) -> Obj | None:
         ns = namespace if self.resource.namespaced else ""
         with self._lock:
-            return self._items.get((ns, name))
+            return self._items.get(ns, {}).get(name)
 
     def list(self, namespace: str | None = None) -> list[Obj]:
         with self._lock:
             if namespace is None or not self.resource.namespaced:
-                return list(self._items.values())
-            return [o for (ns, _), o in self._items.items() if ns == namespace]
+                return [o for by_name in self._items.values() for o in by_name.values()]
+            return list(self._items.get(namespace, {}).values())
 
     def upsert(self, obj: Obj) -> Obj | None:
         """Store ``obj``; return the previous version, if any."""
+        ns, name = _ns_name(obj)
         with self._lock:
-            key = _ns_name(obj)
-            old = self._items.get(key)
-            self._items[key] = obj
+            by_name = self._items.setdefault(ns, {})
+            old = by_name.get(name)
+            by_name[name] = obj
             return old
 
     def remove(self, obj: Obj) -> Obj | None:
+        ns, name = _ns_name(obj)
         with self._lock:
-            return self._items.pop(_ns_name(obj), None)
+            by_name = self._items.get(ns, {})
+            old = by_name.pop(name, None)
+            if not by_name:
+                self._items.pop(ns, None)
+            return old
 
     def replace_scope(self, namespace: str | None, objs: list[Obj]) -> tuple[list[Obj], list[Obj]]:
         """Replace everything in ``namespace`` (None = all) after a fresh list.
@@ -54,23 +65,31 @@ class Store:
         Returns (deleted, changed_or_new) so the informer can notify handlers about
         what happened while it was not watching.
         """
+        fresh: dict[str, dict[str, Obj]] = {}
+        for o in objs:
+            ns, name = _ns_name(o)
+            fresh.setdefault(ns, {})[name] = o
         with self._lock:
-            fresh = {_ns_name(o): o for o in objs}
-            in_scope = [
-                k for k in self._items if namespace is None or k[0] == namespace
+            scopes = list(self._items) if namespace is None else [namespace]
+            deleted = [
+                o for ns in scopes for name, o in self._items.get(ns, {}).items()
+                if name not in fresh.get(ns, {})
             ]
-            deleted = [self._items.pop(k) for k in in_scope if k not in fresh]
             changed = []
-            for k, o in fresh.items():
-                old = self._items.get(k)
-                if old is None or _rv(old) != _rv(o):
-                    changed.append(o)
-                self._items[k] = o
+            for ns, by_name in fresh.items():
+                for name, o in by_name.items():
+                    old = self._items.get(ns, {}).get(name)
+                    if old is None or _rv(old) != _rv(o):
+                        changed.append(o)
+            for ns in scopes:
+                self._items.pop(ns, None)
+            for ns, by_name in fresh.items():
+                self._items.setdefault(ns, {}).update(by_name)
             return deleted, changed
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._items)
+            return sum(len(by_name) for by_name in self._items.values())
 
 
 def _rv(obj: Obj) -> str:

@@ -129,6 +129,47 @@ def test_cluster_scoped_store_ignores_namespace():
     assert len(store.list("ns")) == 1
 
 
+def _stage(ns: str, name: str, rv: str) -> dict:
+    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}}
+
+
+def test_store_lists_one_namespace_and_all():
+    store = Store(STAGE)
+    for obj in (_stage("a", "x", "1"), _stage("a", "y", "1"), _stage("b", "x", "1")):
+        store.upsert(obj)
+    assert sorted(o["metadata"]["name"] for o in store.list("a")) == ["x", "y"]
+    assert store.list("c") == []
+    assert len(store.list()) == 3 and len(store) == 3
+    assert store.remove(_stage("b", "x", "1")) is not None
+    assert store.list("b") == [] and len(store) == 2
+    assert store.get("a", "y")["metadata"]["resourceVersion"] == "1"
+
+
+def test_relist_of_one_namespace_reports_deletes_and_changes_only_there():
+    """After a 410 Gone the informer lists again and diffs: a delete it missed must be
+    reported, an unchanged object must not, and other namespaces stay as they are."""
+    store = Store(STAGE)
+    for obj in (_stage("a", "kept", "1"), _stage("a", "edited", "1"),
+                _stage("a", "gone", "1"), _stage("b", "other", "1")):
+        store.upsert(obj)
+    deleted, changed = store.replace_scope(
+        "a", [_stage("a", "kept", "1"), _stage("a", "edited", "2"), _stage("a", "new", "1")])
+    assert [o["metadata"]["name"] for o in deleted] == ["gone"]
+    assert sorted(o["metadata"]["name"] for o in changed) == ["edited", "new"]
+    assert sorted(o["metadata"]["name"] for o in store.list("a")) == ["edited", "kept", "new"]
+    assert store.get("b", "other") is not None
+
+
+def test_relist_of_all_namespaces_replaces_everything():
+    store = Store(STAGE)
+    store.upsert(_stage("a", "x", "1"))
+    store.upsert(_stage("b", "y", "1"))
+    deleted, changed = store.replace_scope(None, [_stage("b", "y", "1"), _stage("c", "z", "1")])
+    assert [o["metadata"]["name"] for o in deleted] == ["x"]
+    assert [o["metadata"]["name"] for o in changed] == ["z"]
+    assert sorted(o["metadata"]["name"] for o in store.list()) == ["y", "z"]
+
+
 class FakeController:
     name = "fake"
     primary = STAGE
