@@ -9,10 +9,13 @@ can be caught at submit time is.
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Iterator
+import socket
+import unicodedata
+from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from schemas.compiled import PLUGINS_VALIDATOR
 from schemas.findings import Finding, Path, sort_findings
@@ -27,7 +30,19 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 SHA1_HINT = "this is the length of a SHA-1 digest; sha256 needs 64 hex characters"
+PREFIX_HINT = 'drop the prefix: sha256 takes the 64 hex characters alone, without "sha256:"'
 REMOTE_SCHEMES = frozenset({"https", "http"})
+# Longer URLs are not plugin locations (and many proxies and servers refuse them).
+MAX_LOCATION = 2048
+# Characters that render as nothing, or reorder the text around them, so a URL can read
+# as one address and fetch another: every format character (Unicode category Cf: zero
+# width space/joiners, bidi marks, embeddings, overrides and isolates, BOM, soft hyphen,
+# tag characters) plus the blank letters and joiners that are not Cf.
+_INVISIBLE_EXTRA = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0")
+_VARIATION_SELECTORS = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
+# A host Go's resolver may still read as an IPv4 address ("127.1", "0x7f000001").
+_NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")
+CLUSTER_SUFFIXES = (".svc", ".cluster.local")
 
 
 def plugin_name_problem(name: str) -> str | None:
@@ -63,10 +78,42 @@ def _split(location: str) -> SplitResult | None:
     return parts
 
 
+def _invisible(ch: str) -> bool:
+    code = ord(ch)
+    return (
+        unicodedata.category(ch) == "Cf"
+        or ch in _INVISIBLE_EXTRA
+        or any(low <= code <= high for low, high in _VARIATION_SELECTORS)
+    )
+
+
+def invisible_problem(value: str) -> str | None:
+    """The first invisible formatting character in ``value``, named, or None."""
+    for index, ch in enumerate(value):
+        if _invisible(ch):
+            label = unicodedata.name(ch, "invisible character")
+            return (
+                f"contains an invisible formatting character (U+{ord(ch):04X} {label}) at "
+                f"character {index + 1}: the URL can read as one address and fetch another; "
+                "retype it"
+            )
+    return None
+
+
+def _dot_segments(path: str) -> bool:
+    # Argo Rollouts reads the decoded path (Go's url.ParseRequestURI), so %2e%2e counts.
+    return any(seg in (".", "..") for seg in unquote(path).split("/"))
+
+
 def location_problem(location: str, *, allow_http: bool) -> str | None:
     """Why Argo Rollouts could not (or should not) fetch a plugin from ``location``."""
     if not location:
         return "must not be empty: an https:// or file:// URL of the plugin binary"
+    if len(location) > MAX_LOCATION:
+        return f"is {len(location)} characters long; at most {MAX_LOCATION} are accepted"
+    invisible = invisible_problem(location)
+    if invisible:
+        return invisible
     if _UNSAFE.search(location):
         return "must not contain whitespace or control characters"
     parts = _split(location)
@@ -99,7 +146,88 @@ def location_problem(location: str, *, allow_http: bool) -> str | None:
         )
     if not parts.path.startswith("/"):
         return "must be an absolute path: file:///<absolute path>"
+    if _dot_segments(parts.path):
+        return (
+            "must not contain '.' or '..' path segments: Argo Rollouts resolves them, so "
+            "the file it copies is not the one the path seems to name; write the path "
+            "without them"
+        )
     return None
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 zone id is not the address
+    except ValueError:
+        if not _NUMERIC_HOST.fullmatch(host) or not any(c.isdigit() for c in host):
+            return None
+        try:
+            # Shorthand forms ("127.1", "2130706433") that getaddrinfo accepts; a pure
+            # parse, no look-up.
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def host_concern(hostname: str) -> str | None:
+    """Why a download host deserves a second look (a warning), or None.
+
+    Argo Rollouts downloads from inside its pod, on the cluster network: a loopback
+    address is that pod itself, a link-local one the node's (or the cloud metadata
+    service), and a cluster-internal name whatever Service holds it in this cluster.
+    """
+    host = hostname.lower().rstrip(".")
+    shown = short(hostname)
+    ip = _ip(host)
+    if ip is not None:
+        if ip.is_loopback or ip.is_unspecified:
+            return (
+                f"host {shown} is a loopback address: Argo Rollouts downloads from inside its "
+                "own pod, where no plugin server runs"
+            )
+        if ip.is_link_local:
+            return (
+                f"host {shown} is a link-local address (169.254.169.254 is the cloud metadata "
+                "service): not a plugin server"
+            )
+        return (
+            f"host {shown} is an IP address: whoever holds that address serves the binary; "
+            "use a DNS name, and pin the binary with sha256"
+        )
+    if host == "localhost" or host.endswith(".localhost"):
+        return (
+            f"host {shown} is a loopback name: Argo Rollouts downloads from inside its own pod, "
+            "where no plugin server runs"
+        )
+    if host.endswith(CLUSTER_SUFFIXES) or "." not in host:
+        return (
+            f"host {shown} is a cluster-internal name: it resolves to whatever holds that "
+            "name in the cluster Argo Rollouts runs in; pin the binary with sha256"
+        )
+    return None
+
+
+def location_warnings(location: str) -> Iterator[str]:
+    """Warnings about a location that passed ``location_problem``."""
+    parts = _split(location)
+    if parts is None:
+        return
+    remote = parts.scheme.lower() in REMOTE_SCHEMES
+    if remote and parts.hostname:
+        concern = host_concern(parts.hostname)
+        if concern:
+            yield concern
+    if parts.query:
+        if remote:
+            yield (
+                "has a query string: anyone who can read ConfigMap argo-rollouts-config (and "
+                "the Argo Rollouts logs, which print the URL) reads it; keep tokens out of URLs"
+            )
+        else:
+            yield "has a query string, which Argo Rollouts ignores: it copies the path only"
 
 
 def is_remote(location: object) -> bool:
@@ -114,6 +242,8 @@ def sha256_problem(value: str) -> str | None:
     digest = normalize_sha256(value)
     if not digest or _HEX64.fullmatch(digest):
         return None
+    if digest.startswith("sha256:"):
+        return PREFIX_HINT
     if _HEX40.fullmatch(digest):
         return SHA1_HINT
     if len(digest) == 64:
@@ -134,16 +264,30 @@ def _entry_rules(path: Path, entry: dict[str, Any], *, allow_http: bool) -> Iter
         location_ok = problem is None
         if problem:
             yield Finding(path=(*path, "location"), message=problem)
+        else:
+            for message in location_warnings(location):
+                yield Finding(path=(*path, "location"), message=message, warning=True)
     digest = entry.get("sha256")
+    digest_ok = False
     if isinstance(digest, str):
         problem = sha256_problem(digest)
+        digest_ok = problem is None
         if problem:
             yield Finding(path=(*path, "sha256"), message=problem)
-    if location_ok and is_remote(location) and not normalize_sha256(digest):
+    if not location_ok:
+        return
+    if is_remote(location) and not normalize_sha256(digest):
         yield Finding(
             path=(*path, "sha256"),
             message="no sha256 for a remote location: Argo Rollouts will run whatever binary "
             "the URL serves; set sha256 to pin it",
+            warning=True,
+        )
+    elif not is_remote(location) and digest_ok and normalize_sha256(digest):
+        yield Finding(
+            path=(*path, "sha256"),
+            message="is not checked for a file:// location: Argo Rollouts (v1.9) only copies "
+            "the file and verifies sha256 of downloads alone",
             warning=True,
         )
 
@@ -180,9 +324,32 @@ def _duplicate_names(plugins: dict[str, Any]) -> Iterator[Finding]:
                 )
 
 
+def _meta(obj: object) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def manager_age_key(rm: Mapping[str, Any]) -> tuple[str, str]:
+    """Sort key for "the oldest RolloutManager in a namespace owns the plugins".
+
+    RFC 3339 timestamps in UTC ("...Z") sort lexically in time order; the name breaks
+    ties (same-second creations), so the webhook and every reconciler replica agree on
+    the owner. Shared with the reconciler so the warning names the one it syncs.
+    """
+    meta = _meta(rm)
+    created, name = meta.get("creationTimestamp"), meta.get("name")
+    return (created if isinstance(created, str) else "", name if isinstance(name, str) else "")
+
+
 def _second_manager(rm: dict[str, Any], lookup: RolloutManagerLookup) -> Iterator[Finding]:
-    metadata = rm.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
+    """The warning for a RolloutManager that will not own the namespace's plugins.
+
+    Only an older live RolloutManager makes this one "second": the owner itself (the
+    oldest) is never warned, whichever of the two is being written. The object under
+    review has no creationTimestamp only while it is being created, which makes it the
+    newest.
+    """
+    metadata = _meta(rm)
     namespace, own = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not namespace:
         return
@@ -190,18 +357,22 @@ def _second_manager(rm: dict[str, Any], lookup: RolloutManagerLookup) -> Iterato
         managers = lookup(namespace)
     except LookupUnavailable:
         return
-    others = []
+    own_key = manager_age_key(rm) if metadata.get("creationTimestamp") else None
+    older = []
     for item in managers if isinstance(managers, list) else []:
-        meta = item.get("metadata") if isinstance(item, dict) else None
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if isinstance(name, str) and name != own:
-            others.append(name)
-    if others:
-        listed = ", ".join(short(n) for n in sorted(others))
+        meta = _meta(item)
+        name = meta.get("name")
+        if not isinstance(name, str) or name == own or meta.get("deletionTimestamp"):
+            continue
+        if own_key is None or manager_age_key(item) < own_key:
+            older.append(item)
+    if older:
+        owner = min(older, key=manager_age_key)
         yield Finding(
             path=("metadata", "name"),
-            message=f"namespace {short(namespace)} already has a RolloutManager ({listed}); "
-            "only the oldest RolloutManager in a namespace has its plugins synced",
+            message=f"namespace {short(namespace)} already has RolloutManager "
+            f"{short(_meta(owner).get('name'))}, the oldest, which owns the plugin "
+            "configuration: the plugins of this one are not synced",
             warning=True,
         )
 
@@ -215,7 +386,8 @@ def check_rollout_manager(
     """Errors and warnings for ``spec.plugins`` (plus the one-per-namespace warning).
 
     ``rollout_managers(namespace)`` enables the "second RolloutManager" warning; when it
-    raises ``LookupUnavailable`` that warning is left out.
+    raises ``LookupUnavailable`` that warning is left out, and it is never asked for an
+    object with errors (a denied object is not stored, so it is nobody's second).
     """
     if not isinstance(rm, dict):
         return []
@@ -241,6 +413,6 @@ def check_rollout_manager(
                         )
                     )
         findings.extend(_duplicate_names(plugins))
-    if rollout_managers is not None:
+    if rollout_managers is not None and not any(not f.warning for f in findings):
         findings.extend(_second_manager(rm, rollout_managers))
     return sort_findings(findings)

@@ -1,0 +1,103 @@
+"""URL rules of spec.plugins that a static corpus case cannot state well.
+
+The corpus (tests/unit/corpus/rolloutmanager-plugins.yaml) holds one case per rule with
+its exact field path; these add the length boundary (a 2 KiB string in YAML would hide
+the case) and every invisible character class, not only the samples the corpus shows.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from typing import Any
+
+import pytest
+
+import schemas
+from schemas.plugins import MAX_LOCATION
+
+SHA = "ab" * 32
+
+
+def rm(location: str, **entry: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+        "metadata": {"name": "r", "namespace": "ns"},
+        "spec": {"plugins": {"metric": [{"name": "a/x", "location": location, **entry}]}},
+    }
+
+
+def located(findings: list[schemas.Finding], field: str) -> list[schemas.Finding]:
+    return [f for f in findings if f.field == field]
+
+
+def test_a_location_of_2048_characters_is_accepted_and_2049_is_not() -> None:
+    base = "https://example.com/"
+    at_limit = base + "p" * (MAX_LOCATION - len(base))
+    assert len(at_limit) == 2048
+    assert schemas.errors(schemas.check(rm(at_limit, sha256=SHA))) == []
+
+    over = at_limit + "p"
+    errors = schemas.errors(schemas.check(rm(over, sha256=SHA)))
+    assert [(f.field, f.message) for f in errors] == [(
+        "spec.plugins.metric[0].location",
+        "is 2049 characters long; at most 2048 are accepted",
+    )]
+
+
+def test_length_counts_characters_and_comes_before_other_rules() -> None:
+    """A huge hostile value gets the length finding, not a scan of its content."""
+    over = "ftp://" + "\u202e" * 5000
+    errors = schemas.errors(schemas.check(rm(over)))
+    assert [f.message for f in errors] == [
+        f"is {len(over)} characters long; at most 2048 are accepted"]
+
+
+def _format_characters() -> list[str]:
+    return [chr(c) for c in range(sys.maxunicode + 1)
+            if unicodedata.category(chr(c)) == "Cf"]
+
+
+@pytest.mark.parametrize("where", ["host", "path", "end"])
+def test_every_format_character_is_denied_with_its_code_point(where: str) -> None:
+    for ch in _format_characters():
+        location = {
+            "host": f"https://exa{ch}mple.com/p",
+            "path": f"file:///plugins/{ch}x",
+            "end": f"https://example.com/p{ch}",
+        }[where]
+        errors = located(schemas.errors(schemas.check(rm(location, sha256=SHA))),
+                         "spec.plugins.metric[0].location")
+        assert len(errors) == 1, (hex(ord(ch)), errors)
+        assert f"U+{ord(ch):04X}" in errors[0].message
+        # The message names the character; it never carries it (a warning or cause with
+        # an invisible character would hide the very problem it reports).
+        assert ch not in errors[0].message
+
+
+def test_plain_non_ascii_is_not_invisible() -> None:
+    """An internationalised path is not a formatting trick."""
+    findings = schemas.check(rm("https://example.com/plugins/größe", sha256=SHA))
+    assert schemas.errors(findings) == []
+
+
+def test_prefix_hint_comes_after_normalisation() -> None:
+    """The webhook may see a value the mutating webhook missed: trimmed, lower-cased."""
+    errors = schemas.errors(schemas.check(rm("https://example.com/p", sha256=" SHA256:" + SHA)))
+    assert [f.field for f in errors] == ["spec.plugins.metric[0].sha256"]
+    assert errors[0].message.startswith("drop the prefix")
+
+
+def test_warnings_of_one_location_are_each_reported() -> None:
+    """An IP host and a query string are two findings on the same field."""
+    findings = schemas.check(rm("https://10.1.2.3/p?token=x", sha256=SHA))
+    warnings = located(schemas.warnings(findings), "spec.plugins.metric[0].location")
+    assert len(warnings) == 2
+    assert "IP address" in warnings[0].message
+    assert "query string" in warnings[1].message
+
+
+def test_http_location_gets_the_same_host_warnings_when_allowed() -> None:
+    findings = schemas.check(rm("http://127.0.0.1:8080/p", sha256=SHA), allow_http_plugins=True)
+    assert schemas.errors(findings) == []
+    assert [f.field for f in schemas.warnings(findings)] == ["spec.plugins.metric[0].location"]
