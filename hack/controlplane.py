@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import versions
 import yaml
 from k8spki import CA, serviceaccount_signing_key, write_kubeconfig
 from k8sprocess import ManagedProcess, free_port, http_ok, install_signal_handlers
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-VERSION_FILE = REPO_ROOT / "hack" / "k8s" / "VERSION"
+VERSION_FILE = versions.VERSIONS_FILE
 SYSTEM_NAMESPACE = "rollgate-system"
 WEBHOOK_SA = "rollgate-webhook"
 RECONCILER_SA = "rollgate-reconciler"
@@ -80,7 +81,7 @@ class Binaries:
 
 
 def k8s_version() -> str:
-    return VERSION_FILE.read_text().strip()
+    return versions.kubernetes()
 
 
 def binaries_dir() -> Path:
@@ -109,11 +110,80 @@ def find_binaries() -> Binaries:
     )
 
 
+PROBE_DIGEST = "ab" * 32
+
+
+def webhook_probes() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Dry-run objects that show whether each webhook is active, both accepted by the
+    real CRDs: a Stage whose only fault is one the CRD cannot see (a duplicate template
+    reference), and a RolloutManager whose digest only the mutating webhook lowercases.
+    They live in rollgate's own namespace, where a denied probe is expected."""
+    meta = {"name": "rollgate-probe", "namespace": SYSTEM_NAMESPACE}
+    stage = {
+        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": meta,
+        "spec": {
+            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "probe"},
+                                  "sources": {"direct": True}}],
+            "verification": {"analysisTemplates": [{"name": "probe"}, {"name": "probe"}]},
+        },
+    }
+    plugin = {"name": "rollgate/probe", "location": "https://plugins.invalid/probe",
+              "sha256": PROBE_DIGEST.upper()}
+    manager = {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager", "metadata": meta,
+        "spec": {"plugins": {"metric": [plugin]}},
+    }
+    return stage, manager
+
+
 # --------------------------------------------------------------------------- the plane
 
 
 def _objects(rendered: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(rendered) if isinstance(d, dict)]
+
+
+# What the API server sets on a stored object; `kubectl get crd -o yaml` output carries
+# it, and applying it back would fail (resourceVersion) or lie (status).
+_SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "generation",
+                  "managedFields", "selfLink")
+
+
+def crds_from_dir(directory: Path) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in ``*.yaml``/``*.yml``/``*.json`` under
+    ``directory`` (``List`` documents expanded), as applyable objects: files written by
+    ``kubectl get crd NAME -o yaml`` lose their server-set fields and status."""
+    if not directory.is_dir():
+        raise ControlPlaneError(f"ROLLGATE_CRDS_DIR={directory} is not a directory")
+    found: list[dict[str, Any]] = []
+    for path in sorted(directory.rglob("*")):
+        if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
+            continue
+        try:
+            docs = _objects(path.read_text())
+        except yaml.YAMLError as err:
+            raise ControlPlaneError(f"{path}: not YAML: {err}") from err
+        for doc in docs:
+            items = doc.get("items") if doc.get("kind", "").endswith("List") else [doc]
+            for item in items or []:
+                if isinstance(item, dict) and item.get("kind") == "CustomResourceDefinition":
+                    found.append(_applyable(item))
+    return found
+
+
+def _applyable(crd: dict[str, Any]) -> dict[str, Any]:
+    crd = {k: v for k, v in crd.items() if k != "status"}
+    meta = dict(crd.get("metadata") or {})
+    for key in _SERVER_FIELDS:
+        meta.pop(key, None)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k != "kubectl.kubernetes.io/last-applied-configuration"}
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    crd["metadata"] = meta
+    return crd
 
 
 @dataclass
@@ -379,20 +449,40 @@ class ControlPlane:
             )
         return result
 
-    def apply_objects(self, objects: Sequence[dict[str, Any]], **kwargs: Any) -> None:
+    def apply_objects(
+        self, objects: Sequence[dict[str, Any]], *, server_side: bool = False, **kwargs: Any
+    ) -> None:
         if objects:
             doc = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-            self.kubectl("apply", "-f", "-", input=json.dumps(doc), **kwargs)
+            mode = ["--server-side", "--force-conflicts"] if server_side else []
+            self.kubectl("apply", *mode, "-f", "-", input=json.dumps(doc), **kwargs)
 
     def kustomize(self, directory: Path) -> list[dict[str, Any]]:
         return _objects(self.kubectl("kustomize", str(directory)).stdout)
 
     # ------------------------------------------------------------------ installs
 
+    def crd_objects(self) -> list[dict[str, Any]]:
+        """The CRDs this plane installs: ours from ``manifests/crds``, each replaced by
+        the CRD of the same name found in ``$ROLLGATE_CRDS_DIR`` (see ``crds_from_dir``),
+        plus any other CRD found there."""
+        ours = self.kustomize(self.repo_root / "manifests" / "crds")
+        directory = os.environ.get("ROLLGATE_CRDS_DIR")
+        if not directory:
+            return ours
+        theirs = crds_from_dir(Path(directory))
+        if not theirs:
+            raise ControlPlaneError(f"ROLLGATE_CRDS_DIR={directory} holds no CRD")
+        by_name = {c["metadata"]["name"]: c for c in theirs}
+        self._say("CRDs from ROLLGATE_CRDS_DIR: " + ", ".join(sorted(by_name)))
+        kept = [c for c in ours if c["metadata"]["name"] not in by_name]
+        return [*kept, *by_name.values()]
+
     def _install_crds(self) -> None:
         started = time.monotonic()
-        crds = self.kustomize(self.repo_root / "manifests" / "crds")
-        self.apply_objects(crds)
+        crds = self.crd_objects()
+        # Server-side: upstream CRDs are too large for the last-applied annotation.
+        self.apply_objects(crds, server_side=True)
         names = [c["metadata"]["name"] for c in crds]
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      *[f"crd/{n}" for n in names])
@@ -555,23 +645,20 @@ class ControlPlane:
         """
         if mutating is not None and (self.webhook is None or not self.webhook.alive()):
             mutating = None
-        meta = {"name": "rollgate-probe", "namespace": "default"}
-        stage = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": meta}
-        probe_invalid = {**stage, "spec": {"analysis": {"templates": []}}}
-        probe_valid = {**stage, "spec": {"analysis": {"templates": [{"templateName": "p"}]}}}
+        probe_invalid, probe_valid = webhook_probes()
         deadline = time.monotonic() + timeout
         while True:
             seen_validating = seen_mutating = None
             if validating is not None:
                 out = self.kubectl("create", "--dry-run=server", "-f", "-",
                                    input=json.dumps(probe_invalid), check=False)
-                # Nothing but the validating webhook rejects this probe (the dev CRD has
-                # no schema): either it denies it or, with the process down, fails closed.
+                # The CRD accepts this probe; only the validating webhook refuses it:
+                # either it denies it or, with the process down, fails closed.
                 seen_validating = out.returncode != 0
             if mutating is not None:
                 out = self.kubectl("create", "--dry-run=server", "-f", "-", "-o", "json",
                                    input=json.dumps(probe_valid), check=False)
-                seen_mutating = out.returncode == 0 and "clusterScope" in out.stdout
+                seen_mutating = out.returncode == 0 and PROBE_DIGEST in out.stdout
             if seen_validating == validating and seen_mutating == mutating:
                 return
             if time.monotonic() > deadline:

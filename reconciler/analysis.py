@@ -20,6 +20,7 @@ from typing import Any
 import schemas
 from schemas.constants import (
     ANNOTATION_FREIGHT,
+    ANNOTATION_REQUEST,
     LABEL_ATTEMPT,
     LABEL_FREIGHT_COLLECTION,
     LABEL_MANAGED_BY,
@@ -44,6 +45,8 @@ Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 MAX_NAME = 253
 MAX_LABEL_VALUE = 63
 HASH_LEN = 10
+# Kargo's short hash length in label values (pkg/kubernetes/naming.go).
+KARGO_HASH_LEN = 8
 # Spec fields the merge combines; everything else is copied as it is.
 MERGED_FIELDS = frozenset({"metrics", "args", "dryRun", "measurementRetention", "templates"})
 
@@ -72,27 +75,24 @@ def short_hash(value: str) -> str:
 
 
 def freight_collection_id(names: Iterable[str]) -> str:
-    """Hex SHA-1 of the sorted freight names joined by newlines (DESIGN.md)."""
-    return hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
+    """Kargo's freight collection id: hex SHA-1 of the sorted Freight names joined by
+    ``,`` (``FreightCollection.UpdateOrPush`` in Kargo v1.11.2)."""
+    return hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()
 
 
 def freight_annotation(names: Iterable[str]) -> str:
     return ",".join(sorted(names))
 
 
-def shorten(value: str, limit: int, *, strip: bool = True) -> str:
+def shorten(value: str, limit: int) -> str:
     """``value`` if it fits, else a prefix + ``-`` + 10 hex of its sha256 (``limit`` long).
 
-    With ``strip``, trailing ``.``/``-``/``_`` of the prefix are dropped, because a DNS
-    name must not have ``.-`` in it. Label values do not need that (``-``, ``_`` and ``.``
-    may be followed by ``-``), and DESIGN.md fixes their form to exactly 52 characters +
-    ``-`` + 10 hex, so they pass ``strip=False``.
+    Trailing ``.``/``-``/``_`` of the prefix are dropped, because a DNS name must not
+    have ``.-`` in it.
     """
     if len(value) <= limit:
         return value
-    prefix = value[: limit - HASH_LEN - 1]
-    if strip:
-        prefix = prefix.rstrip(".-_")
+    prefix = value[: limit - HASH_LEN - 1].rstrip(".-_")
     return f"{prefix}-{short_hash(value)}"
 
 
@@ -105,8 +105,14 @@ def run_name(stage_name: str, collection: str, attempt: int) -> str:
 
 
 def label_value(value: str) -> str:
-    """A label value that fits 63 characters (52 + ``-`` + 10 hex when shortened)."""
-    return shorten(value, MAX_LABEL_VALUE, strip=False)
+    """A label value shortened exactly as Kargo's ``kubernetes.ShortenLabelValue``
+    (``strings.HashShorten(value, 63, "-", 8)``), so Kargo-style selectors such as
+    ``kargo.akuity.io/stage=<value>`` find rollgate's runs too."""
+    if len(value) <= MAX_LABEL_VALUE:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:KARGO_HASH_LEN]
+    prefix = value[: MAX_LABEL_VALUE - KARGO_HASH_LEN - 1].rstrip("-")
+    return f"{prefix}-{digest}"
 
 
 # ---------------------------------------------------------------- template graph
@@ -297,9 +303,15 @@ def build_analysis_run(
     lookup: Lookup,
     *,
     freight: Sequence[str],
+    collection: str | None = None,
     attempt: int = 1,
+    request: str | None = None,
 ) -> Obj:
     """The AnalysisRun for verifying ``freight`` in ``stage`` (attempt ``attempt``).
+
+    ``collection`` is the freight collection id as Kargo recorded it (computed with
+    Kargo's rule when None); ``request`` is the value of the reverify request that
+    starts this attempt, kept on the run so the request is acted on only once.
 
     Raises AnalysisBuildError (TemplateNotFound for a missing template) for anything
     the user must fix; exceptions from ``lookup`` pass through unchanged.
@@ -311,6 +323,7 @@ def build_analysis_run(
         raise AnalysisBuildError("no freight to verify")
     if attempt < 1:
         raise AnalysisBuildError(f"attempt must be at least 1, got {attempt}")
+    collection = collection or freight_collection_id(freight)
     spec = check_stanza(stage)
     stanza_path = f"spec.{spec['spelling']}"
     list_field = "templates" if spec["spelling"] == "analysis" else "analysisTemplates"
@@ -330,8 +343,7 @@ def build_analysis_run(
         if not has_value(arg):
             raise AnalysisBuildError(
                 f"arg {name!r} declared by {_show(declared_by[name])} has no value: set it in "
-                f"{stanza_path}.args of the Stage (value or valueFrom), or give it a "
-                "default in the template"
+                f"{stanza_path}.args of the Stage, or give it a default in the template"
             )
     if args:
         run_spec["args"] = list(args.values())
@@ -341,15 +353,17 @@ def build_analysis_run(
         if entries:
             run_spec[field] = entries
 
-    collection = freight_collection_id(freight)
     labels: dict[str, str] = dict(spec["analysisRunMetadata"]["labels"])
     annotations: dict[str, str] = dict(spec["analysisRunMetadata"]["annotations"])
+    full = _full_run_labels(stage_name, collection, attempt)
     # Exactly run_labels (what adoption compares), so the two can never drift apart.
-    labels.update(run_labels(stage_name, freight, attempt))
-    for key, value in _full_run_labels(stage_name, freight, attempt).items():
+    labels.update(run_labels(stage_name, collection, attempt))
+    for key, value in full.items():
         if labels[key] != value:
             annotations[key] = value  # the full value, for humans and for adoption
     annotations[ANNOTATION_FREIGHT] = freight_annotation(freight)
+    if request is not None:
+        annotations[ANNOTATION_REQUEST] = request
 
     return {
         "apiVersion": "argoproj.io/v1alpha1",
@@ -372,16 +386,16 @@ def build_analysis_run(
     }
 
 
-def _full_run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
+def _full_run_labels(stage_name: str, collection: str, attempt: int) -> dict[str, str]:
     """rollgate's run labels before shortening (their full values go into annotations)."""
     return {
         LABEL_STAGE: stage_name,
-        LABEL_FREIGHT_COLLECTION: freight_collection_id(freight),
+        LABEL_FREIGHT_COLLECTION: collection,
         LABEL_ATTEMPT: str(attempt),
         LABEL_MANAGED_BY: MANAGED_BY,
     }
 
 
-def run_labels(stage_name: str, freight: Sequence[str], attempt: int) -> dict[str, str]:
+def run_labels(stage_name: str, collection: str, attempt: int) -> dict[str, str]:
     """The labels rollgate puts on a run (what adoption compares)."""
-    return {k: label_value(v) for k, v in _full_run_labels(stage_name, freight, attempt).items()}
+    return {k: label_value(v) for k, v in _full_run_labels(stage_name, collection, attempt).items()}

@@ -1,48 +1,57 @@
-"""Pure rules of Stage verification (DESIGN.md "Verification behaviour").
+"""Stage verification as a pure plan (DESIGN.md "Verification behaviour", engine mode).
 
-Everything here is a function of objects already read, so the decisions — is the
-Stage ready, which phase does a run mean, what does the status look like — are
-tested without an API server; the controller only does the I/O around them.
+``plan`` reads one Stage, its AnalysisRuns and Freight as the cache holds them and
+returns everything a pass must do: the whole new value of the status fields rollgate
+writes (``status.freightHistory`` with its ``verificationHistory`` entries, and the
+``Verified`` condition), the run to create, the runs to terminate, the Freight
+``verifiedIn`` patches and the Events. Nothing here does I/O, so every rule is tested
+without an API server, and a pass over an unchanged world provably plans nothing.
+
+State lives only in Kargo's own fields and in the runs (their deterministic names,
+labels and the ``rollgate.dev/request`` annotation): a restarted reconciler reads the
+same state and reaches the same plan.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, TypedDict
 
-from .conditions import set_condition
+import schemas
+from schemas.constants import (
+    ANNOTATION_ABORT,
+    ANNOTATION_REQUEST,
+    ANNOTATION_REVERIFY,
+    LABEL_ATTEMPT,
+    LABEL_FREIGHT_COLLECTION,
+    LABEL_MANAGED_BY,
+    LABEL_STAGE,
+    MANAGED_BY,
+)
+
+from .analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
+from .conditions import get_condition, set_condition
 
 Obj = dict[str, Any]
 Phase = Literal["Pending", "Running", "Successful", "Failed", "Error", "Inconclusive", "Aborted"]
 
+ACTOR = "rollgate"
 FINISHED: frozenset[str] = frozenset({"Successful", "Failed", "Error", "Inconclusive", "Aborted"})
 HISTORY_LIMIT = 10
 CONDITION = "Verified"
-
-# AnalysisRun phase -> verification phase. A run that exists but has not reported a
-# phase yet is already running as far as the user is concerned.
+# AnalysisRun phase -> verification phase (Kargo copies the run's phase the same way).
 RUN_PHASES: dict[str, Phase] = {
-    "": "Running",
-    "Pending": "Running",
+    "": "Pending",
+    "Pending": "Pending",
     "Running": "Running",
     "Successful": "Successful",
     "Failed": "Failed",
     "Error": "Error",
     "Inconclusive": "Inconclusive",
 }
-
-# verification phase -> (condition status, reason)
-CONDITIONS: dict[str, tuple[str, str]] = {
-    "Successful": ("True", "Verified"),
-    "Failed": ("False", "VerificationFailed"),
-    "Error": ("False", "VerificationError"),
-    "Aborted": ("False", "VerificationAborted"),
-    "Pending": ("Unknown", "Pending"),
-    "Running": ("Unknown", "Running"),
-    "Inconclusive": ("Unknown", "Inconclusive"),
-}
-
 # verification phase -> (event type, reason) for a finished verification
 EVENTS: dict[str, tuple[str, str]] = {
     "Successful": ("Normal", "VerificationSucceeded"),
@@ -59,155 +68,205 @@ class RunRef(TypedDict):
     phase: str
 
 
-class Verification(TypedDict, total=False):
+class Entry(TypedDict, total=False):
+    """One ``verificationHistory`` entry, Kargo's ``VerificationInfo``."""
+
     id: str
-    freight: list[str]
-    collection: str
-    attempt: int
+    actor: str
+    startTime: str
     phase: Phase
     message: str
     analysisRun: RunRef
-    startTime: str
     finishTime: str
 
 
-# ---------------------------------------------------------------- reading the Stage
+class Event(NamedTuple):
+    type: str
+    reason: str
+    message: str
+
+
+class Terminate(NamedTuple):
+    run: str
+    request: str | None  # the abort request's value, recorded on the run
+
+
+class Finished(NamedTuple):
+    """A verification that finished in this pass (for metrics)."""
+
+    entry: Entry
+    run: Obj | None
+
+
+# (attempt, reverify request value or None) -> the run to create; AnalysisBuildError
+# for a user error, anything else (an API error from a template look-up) passes through.
+Build = Callable[[int, "str | None"], Obj]
+
+
+@dataclass
+class World:
+    stage: Mapping[str, Any]
+    runs: Sequence[Mapping[str, Any]]  # every AnalysisRun labelled with the Stage
+    freight: Mapping[str, Mapping[str, Any] | None]  # name -> Freight (None: not found)
+    build: Build
+    now: str
+    # run name -> why it cannot be used (a foreign object holds it, the API refused it)
+    blocked: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    status: Obj | None = None  # status fields to write (whole values); None = no write
+    create: Obj | None = None
+    terminate: list[Terminate] = field(default_factory=list)
+    freight: list[tuple[str, Obj]] = field(default_factory=list)  # (name, status patch)
+    events: list[Event] = field(default_factory=list)
+    finished: list[Finished] = field(default_factory=list)
+    conflict: str | None = None  # another verifier acts on this collection
+
+    @property
+    def empty(self) -> bool:
+        return not (self.status or self.create or self.terminate or self.freight
+                    or self.events)
+
+
+# ---------------------------------------------------------------- reading objects
 
 
 def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def current_freight(stage: Mapping[str, Any]) -> list[str]:
-    """Sorted names of the Stage's current freight.
-
-    Kargo today: ``status.freightHistory[0].items`` (a map of origin -> reference; a
-    list is accepted too); older Kargo: ``status.currentFreight.name``.
-    """
-    status = _dict(stage.get("status"))
-    history = status.get("freightHistory")
-    if isinstance(history, list) and history and isinstance(history[0], dict):
-        items = history[0].get("items")
-        refs = items.values() if isinstance(items, dict) else (
-            items if isinstance(items, list) else [])
-        names = {r.get("name") for r in refs if isinstance(r, dict) and r.get("name")}
-        if names:
-            return sorted(names)
-    name = _dict(status.get("currentFreight")).get("name")
-    return [name] if isinstance(name, str) and name else []
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
-AppLookup = Callable[[str, str], Mapping[str, Any] | None]  # (namespace, name) -> app
+def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return _dict(obj.get("metadata"))
 
 
-def argocd_apps(stage: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(namespace, name) of the Argo CD Applications the Stage updates."""
-    mechanisms = _dict(_dict(stage.get("spec")).get("promotionMechanisms"))
-    apps = []
-    for update in mechanisms.get("argoCDAppUpdates") or []:
-        if isinstance(update, dict) and update.get("appName"):
-            apps.append((update.get("appNamespace") or "argocd", update["appName"]))
-    return apps
+def freight_names(collection: Mapping[str, Any]) -> list[str]:
+    """Sorted names of the Freight in a ``freightHistory`` entry (``items`` by origin)."""
+    names = {ref.get("name") for ref in _dict(collection.get("items")).values()
+             if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref.get("name")}
+    return sorted(names)
 
 
-def waiting_for(stage: Mapping[str, Any], apps: AppLookup) -> str | None:
-    """What the Stage still waits for before it can be verified; None when ready."""
-    status = _dict(stage.get("status"))
-    if not current_freight(stage):
-        return "waiting for freight to be promoted to the Stage"
-    promotion = status.get("currentPromotion")
-    if promotion:
-        name = _dict(promotion).get("name") if isinstance(promotion, dict) else promotion
-        return f"waiting for promotion {name or ''} to finish".replace("  ", " ")
-    health = status.get("health")
-    if isinstance(health, dict):
-        state = health.get("status") or "Unknown"
-        if state != "Healthy":
-            return f"waiting for the Stage to become Healthy (health is {state})"
+def collection_id(collection: Mapping[str, Any]) -> str:
+    """The entry's ``id`` as Kargo wrote it, else computed with Kargo's rule."""
+    found = collection.get("id")
+    return found if isinstance(found, str) and found else freight_collection_id(
+        freight_names(collection))
+
+
+def is_ours(run: Mapping[str, Any]) -> bool:
+    return _dict(_meta(run).get("labels")).get(LABEL_MANAGED_BY) == MANAGED_BY
+
+
+def run_stage(run: Mapping[str, Any]) -> str | None:
+    """The Stage a run verifies, by Kargo's label (its full value from our annotation
+    of the same key when the label had to be shortened)."""
+    meta = _meta(run)
+    label = _dict(meta.get("labels")).get(LABEL_STAGE)
+    if not isinstance(label, str) or not label:
         return None
-    for namespace, name in argocd_apps(stage):
-        app = apps(namespace, name)
-        if app is None:
-            return f"waiting for Argo CD Application {namespace}/{name} (not found)"
-        app_status = _dict(app.get("status"))
-        health_status = _dict(app_status.get("health")).get("status") or "Unknown"
-        sync_status = _dict(app_status.get("sync")).get("status") or "Unknown"
-        if health_status != "Healthy" or sync_status != "Synced":
-            return (
-                f"waiting for Argo CD Application {namespace}/{name} to be Healthy and "
-                f"Synced (health: {health_status}, sync: {sync_status})"
-            )
-    return None
+    full = _dict(meta.get("annotations")).get(LABEL_STAGE)
+    return full if isinstance(full, str) and label_value(full) == label else label
 
 
-def annotation(stage: Mapping[str, Any], key: str) -> str | None:
-    """An annotation's value ("" counts as set), or None when absent."""
-    value = _dict(_dict(stage.get("metadata")).get("annotations")).get(key)
-    return None if value is None else str(value)
+def run_attempt(run: Mapping[str, Any]) -> int:
+    value = str(_dict(_meta(run).get("labels")).get(LABEL_ATTEMPT, ""))
+    return int(value) if value.isdigit() else 0
 
 
-def latest_verification(stage: Mapping[str, Any], collection: str) -> Verification | None:
-    """``status.verification`` when it is about ``collection``, else None (new freight)."""
-    v = _dict(_dict(stage.get("status")).get("verification"))
-    if v.get("collection") == collection and v.get("id"):
-        return copy.deepcopy(v)  # type: ignore[return-value]
-    return None
-
-
-# ---------------------------------------------------------------- decisions
+def run_collection(run: Mapping[str, Any]) -> str:
+    return str(_dict(_meta(run).get("labels")).get(LABEL_FREIGHT_COLLECTION, ""))
 
 
 def run_phase(run: Mapping[str, Any]) -> str:
     return str(_dict(run.get("status")).get("phase") or "")
 
 
-def verification_phase(run: Mapping[str, Any]) -> Phase:
-    """The verification phase an AnalysisRun's phase means (unknown phases = Running)."""
-    return RUN_PHASES.get(run_phase(run), "Running")
+def run_request(run: Mapping[str, Any]) -> str | None:
+    value = _dict(_meta(run).get("annotations")).get(ANNOTATION_REQUEST)
+    return value if isinstance(value, str) else None
 
 
-def run_message(run: Mapping[str, Any]) -> str:
-    """The verification message for a run: its phase and the run's own message."""
-    name = _dict(run.get("metadata")).get("name", "")
+class Request(NamedTuple):
+    """A reverify or abort request as Kargo's UI, CLI and API write it."""
+
+    raw: str  # the annotation's value, recorded on the run that handled it
+    id: str  # "" = the latest verification
+    actor: str
+
+
+def parse_request(stage: Mapping[str, Any], key: str) -> Request | None:
+    """``{"id", "actor", "controlPlane"}`` JSON or a plain id; None when absent."""
+    raw = _dict(_meta(stage).get("annotations")).get(key)
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            return Request(raw, str(body.get("id") or ""), str(body.get("actor") or ""))
+    return Request(raw, text, "")
+
+
+def waiting_for(stage: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """What the Stage still waits for before its current freight can be verified (as in
+    Kargo v1: no promotion running, the last one Succeeded for this freight, and
+    ``status.health`` Healthy); None when ready."""
+    status = _dict(stage.get("status"))
+    promotion = status.get("currentPromotion")
+    if promotion:
+        name = _dict(promotion).get("name") or ""
+        return f"waiting for promotion {name} to finish".replace("  ", " ")
+    last = _dict(status.get("lastPromotion"))
+    if last:
+        phase = _dict(last.get("status")).get("phase") or ""
+        promoted = _dict(_dict(last.get("status")).get("freightCollection")).get("id")
+        if phase != "Succeeded":
+            return (f"waiting for promotion {last.get('name', '')} to succeed "
+                    f"(phase {phase or 'unknown'})")
+        if promoted and promoted != collection_id(current):
+            return (f"waiting for the last promotion ({last.get('name', '')}) to record the "
+                    "current freight")
+    health = _dict(status.get("health")).get("status") or "Unknown"
+    if health != "Healthy":
+        return f"waiting for the Stage to become Healthy (health is {health})"
+    return None
+
+
+# ---------------------------------------------------------------- entries
+
+
+def entry_from_run(entry: Mapping[str, Any], run: Mapping[str, Any], now: str) -> Entry:
+    """``entry`` brought up to date with its run (phase, message, run reference)."""
+    out: Entry = copy.deepcopy(dict(entry))  # type: ignore[assignment]
+    meta = _meta(run)
+    phase = RUN_PHASES.get(run_phase(run), "Running")
+    out["id"] = str(meta.get("name"))
+    out["actor"] = ACTOR
+    out["analysisRun"] = {"name": str(meta.get("name")), "namespace": str(meta.get("namespace")),
+                          "phase": run_phase(run)}
+    out.setdefault("startTime", str(meta.get("creationTimestamp") or now))
+    out["phase"] = phase
     detail = _dict(run.get("status")).get("message")
-    text = f"AnalysisRun {name} is {run_phase(run) or 'Pending'}"
-    return f"{text}: {detail}" if detail else text
+    text = f"AnalysisRun {meta.get('name')} is {run_phase(run) or 'Pending'}"
+    out["message"] = f"{text}: {detail}" if detail else text
+    if phase in FINISHED:
+        out.setdefault("finishTime", str(_dict(run.get("status")).get("completedAt") or now))
+    else:
+        out.pop("finishTime", None)
+    return out
 
 
-def reverify_requested(value: str | None, latest: Verification | None) -> Literal[
-    "none", "start", "wait", "stale"
-]:
-    """What a ``kargo.akuity.io/reverify`` annotation asks for right now.
-
-    ``start`` a new attempt; ``wait`` until the latest verification finishes (the
-    annotation stays); ``stale`` names an older verification (drop it); ``none``.
-    """
-    if value is None:
-        return "none"
-    if latest is None:
-        return "stale"  # nothing verified yet for this freight: a fresh one starts anyway
-    if value and value != latest.get("id"):
-        return "stale"
-    if latest.get("phase") not in FINISHED:
-        return "wait"
-    return "start"
-
-
-def new_verification(
-    *, run_name: str, freight: Sequence[str], collection: str, attempt: int, message: str
-) -> Verification:
-    return {
-        "id": run_name,
-        "freight": list(freight),
-        "collection": collection,
-        "attempt": attempt,
-        "phase": "Pending",
-        "message": message,
-    }
-
-
-def finish(v: Verification, *, phase: Phase, message: str, now: str) -> Verification:
-    out: Verification = copy.deepcopy(v)
+def finish(entry: Mapping[str, Any], *, phase: Phase, message: str, now: str) -> Entry:
+    out: Entry = copy.deepcopy(dict(entry))  # type: ignore[assignment]
     out["phase"] = phase
     out["message"] = message
     out.setdefault("startTime", now)
@@ -215,65 +274,345 @@ def finish(v: Verification, *, phase: Phase, message: str, now: str) -> Verifica
     return out
 
 
-def with_history(history: Sequence[Mapping[str, Any]] | None, v: Verification) -> list[Obj]:
-    """History newest first with ``v`` at the top (replacing its older self), max 10."""
-    rest = [copy.deepcopy(dict(h)) for h in history or () if h.get("id") != v.get("id")]
-    return [copy.deepcopy(dict(v)), *rest][:HISTORY_LIMIT]
+def push(history: Sequence[Mapping[str, Any]], entry: Mapping[str, Any]) -> list[Obj]:
+    """History newest first with ``entry`` at the top (replacing its older self)."""
+    rest = [copy.deepcopy(dict(h)) for h in history if h.get("id") != entry.get("id")]
+    return [copy.deepcopy(dict(entry)), *rest][:HISTORY_LIMIT]
 
 
-def status_with(
-    status: Mapping[str, Any] | None,
-    v: Verification,
-    *,
-    generation: int | None,
-    now: str,
-    record_history: bool = True,
-) -> Obj:
-    """The Stage status with ``v`` as the latest verification, history and condition."""
-    out = copy.deepcopy(dict(status or {}))
-    out["verification"] = copy.deepcopy(dict(v))
-    if record_history and v.get("id"):
-        out["verificationHistory"] = with_history(out.get("verificationHistory"), v)
-    cond_status, reason = CONDITIONS[v["phase"]]
-    out["conditions"] = set_condition(
-        out.get("conditions"), type=CONDITION, status=cond_status,  # type: ignore[arg-type]
-        reason=reason, message=v.get("message", ""), observed_generation=generation, now=now,
-    )
-    return out
+def replace_entry(history: Sequence[Mapping[str, Any]], entry: Mapping[str, Any]) -> list[Obj]:
+    """History with the entry of the same id replaced in place."""
+    return [copy.deepcopy(dict(entry)) if h.get("id") == entry.get("id")
+            else copy.deepcopy(dict(h)) for h in history]
 
 
-def status_without_verification(
-    status: Mapping[str, Any] | None, aborted: Verification | None = None
-) -> Obj:
-    """The Stage status once it has no analysis stanza any more.
-
-    ``verification`` and the ``Verified`` condition go (they would describe a check
-    that no longer exists); ``verificationHistory`` stays as the record of what ran,
-    with ``aborted`` (an active verification that was stopped) on top of it.
-    """
-    out = copy.deepcopy(dict(status or {}))
-    out.pop("verification", None)
-    if aborted is not None:
-        out["verificationHistory"] = with_history(out.get("verificationHistory"), aborted)
-    conditions = [c for c in out.get("conditions") or []
-                  if not (isinstance(c, dict) and c.get("type") == CONDITION)]
-    if conditions:
-        out["conditions"] = conditions
-    else:
-        out.pop("conditions", None)
-    return out
-
-
-def same_status(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
-    """Whether writing ``b`` over ``a`` would change anything we own.
-
-    Ignores lastTransitionTime churn only where ``set_condition`` already kept it, so
-    a plain equality check of our three fields is enough.
-    """
-    keys = ("verification", "verificationHistory", "conditions")
-    a, b = a or {}, b or {}
-    return all(a.get(k) == b.get(k) for k in keys)
+def verified_condition(
+    history: Sequence[Mapping[str, Any]], *, waiting: str | None
+) -> tuple[str, str, str]:
+    """(status, reason, message) of ``Verified`` as Kargo v1.11.2 sets it
+    (``verifyStageFreight`` in pkg/controller/stages/regular_stages.go): True once any
+    verification of the current freight succeeded, else from the latest one.
+    ``waiting``: the gate's message while the latest entry waits for it."""
+    if any(h.get("phase") == "Successful" for h in history):
+        return "True", "Verified", "Freight has been verified"
+    if not history:
+        return "Unknown", "WaitingForVerification", waiting or (
+            "Waiting for verification to be performed after successful promotion")
+    latest = history[0]
+    phase = latest.get("phase")
+    message = str(latest.get("message") or "")
+    if phase == "Pending":
+        if not latest.get("analysisRun"):
+            return "Unknown", "WaitingForVerification", waiting or message
+        return "Unknown", "VerificationPending", "Freight is pending verification"
+    if phase == "Running":
+        return "Unknown", "VerificationRunning", "Freight is currently being verified"
+    if phase in ("Failed", "Error"):
+        return "False", f"Verification{phase}", message
+    if phase == "Aborted":
+        return "False", "VerificationAborted", message
+    if phase == "Inconclusive":
+        return "Unknown", "VerificationInconclusive", message
+    return "Unknown", "UnknownVerificationPhase", (
+        f"Freight verification is in an unknown phase: {phase}")
 
 
-def stages_in_verified_in(freight: Mapping[str, Any]) -> list[str]:
-    return list(_dict(_dict(freight.get("status")).get("verifiedIn")))
+# ---------------------------------------------------------------- the plan
+
+
+def plan(world: World) -> Plan:
+    """Everything one pass must do for ``world.stage`` (see the module docstring)."""
+    return _Planner(world).run()
+
+
+class _Planner:
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.stage = world.stage
+        meta = _meta(self.stage)
+        self.name = str(meta.get("name"))
+        self.namespace = str(meta.get("namespace") or "")
+        self.generation = meta.get("generation")
+        self.status = _dict(self.stage.get("status"))
+        self.history: list[Obj] = [
+            copy.deepcopy(c) for c in _list(self.status.get("freightHistory"))
+            if isinstance(c, dict)]
+        self.runs = {str(_meta(r).get("name")): r for r in world.runs}
+        self.out = Plan()
+
+    # -- entry point ------------------------------------------------------------
+    def run(self) -> Plan:
+        spec = schemas.normalize_analysis(self.stage)
+        if not self.history:
+            if spec is not None:
+                self._set_condition("Unknown", "NoFreight",
+                                    "Stage has no current Freight to verify")
+            self._finish_status()
+            return self.out
+        current = self.history[0]
+        cid = collection_id(current)
+        self._supersede(cid)
+        if spec is None:
+            self._stanza_removed(current)
+            self._finish_status()
+            return self.out
+        foreign = self._foreign(current, cid)
+        if foreign:
+            self.out = Plan(conflict=foreign,
+                            events=[Event("Warning", "VerifierConflict", foreign)])
+            return self.out
+        self._verify(current, cid)
+        self._finish_status()
+        return self.out
+
+    # -- steps -------------------------------------------------------------------
+    def _supersede(self, cid: str) -> None:
+        """Unfinished verifications of older freight end: their runs are terminated."""
+        for collection in self.history[1:]:
+            history = _list(collection.get("verificationHistory"))
+            for entry in history:
+                if not isinstance(entry, dict) or entry.get("actor") != ACTOR or (
+                        entry.get("phase") in FINISHED):
+                    continue
+                run = self.runs.get(_dict(entry.get("analysisRun")).get("name") or "")
+                if run is not None and run_phase(run) in FINISHED and not _terminated(run):
+                    done = entry_from_run(entry, run, self.w.now)  # it ended on its own
+                else:
+                    if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
+                        self.out.terminate.append(Terminate(_meta(run)["name"], None))
+                    done = finish(entry, phase="Aborted", message=f"superseded by {cid}",
+                                  now=self.w.now)
+                    if run is not None:
+                        done["analysisRun"] = {**_dict(entry.get("analysisRun")),
+                                               "phase": run_phase(run)}
+                collection["verificationHistory"] = replace_entry(
+                    collection["verificationHistory"], done)
+                self._finished(done, run)
+
+    def _stanza_removed(self, current: Obj) -> None:
+        """No stanza: stop a verification of ours in progress; ``Verified`` goes, as it
+        would describe a check that no longer exists (the history stays)."""
+        history = _list(current.get("verificationHistory"))
+        latest = history[0] if history and isinstance(history[0], dict) else None
+        if latest and latest.get("actor") == ACTOR and latest.get("phase") not in FINISHED:
+            run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+            if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
+                self.out.terminate.append(Terminate(_meta(run)["name"], None))
+            done = finish(latest, phase="Aborted",
+                          message="aborted: the verification stanza was removed from the Stage",
+                          now=self.w.now)
+            current["verificationHistory"] = replace_entry(history, done)
+            self._finished(done, run)
+        self._drop_condition()
+
+    def _foreign(self, current: Mapping[str, Any], cid: str) -> str | None:
+        """Why another verifier owns this collection, if it does."""
+        for entry in _list(current.get("verificationHistory")):
+            if isinstance(entry, dict) and entry.get("actor") != ACTOR:
+                return (f"verification {entry.get('id')} of freight collection {cid} was "
+                        f"recorded by {entry.get('actor') or 'another controller (no actor)'}, "
+                        "not rollgate: another verifier (Kargo's controller?) verifies this "
+                        "Stage; rollgate leaves it alone")
+        for run in self.w.runs:
+            if run_collection(run) == cid and not is_ours(run):
+                return (f"AnalysisRun {_meta(run).get('name')} for freight collection {cid} "
+                        "was not created by rollgate: another verifier (Kargo's controller?) "
+                        "verifies this Stage; rollgate leaves it alone")
+        return None
+
+    def _verify(self, current: Obj, cid: str) -> None:
+        names = freight_names(current)
+        history: list[Obj] = [h for h in _list(current.get("verificationHistory"))
+                              if isinstance(h, dict)]
+        latest: Obj | None = history[0] if history else None
+        ours = [r for r in self.w.runs if is_ours(r) and run_collection(r) == cid]
+        next_attempt = max([run_attempt(r) for r in ours] + [_attempt_of(h) for h in history]
+                           + [0]) + 1
+        start: tuple[int, str | None] | None = None  # (attempt, request) to run
+
+        # 1. Follow the latest verification's run. A run of ours newer than the latest
+        #    entry (created, then a crash or a conflict before the status write) is
+        #    adopted as the latest.
+        newest = max(ours, key=run_attempt, default=None)
+        if newest is not None and (latest is None or run_attempt(newest) > _attempt_of(latest)):
+            latest = dict(entry_from_run({}, newest, self.w.now))
+        elif latest is not None and latest.get("phase") not in FINISHED:
+            ref = _dict(latest.get("analysisRun")).get("name")
+            run = self.runs.get(ref or str(latest.get("id")))
+            if run is not None:
+                latest = dict(entry_from_run(latest, run, self.w.now))
+            elif ref:
+                latest = dict(finish(
+                    latest, phase="Error", now=self.w.now,
+                    message=f"AnalysisRun {ref} was deleted before it finished; set annotation "
+                            f"{ANNOTATION_REVERIFY} on the Stage to verify again"))
+            else:
+                start = (_attempt_of(latest) or next_attempt, None)  # the gate was waiting
+
+        # 2. Abort.
+        abort = parse_request(self.stage, ANNOTATION_ABORT)
+        if abort is not None and latest is not None:
+            if abort.id in ("", latest.get("id")):
+                if latest.get("phase") not in FINISHED:
+                    run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+                    if run is not None and not _terminated(run):
+                        self.out.terminate.append(Terminate(_meta(run)["name"], abort.raw))
+                    by = f" by {abort.actor}" if abort.actor else ""
+                    latest = dict(finish(latest, phase="Aborted", now=self.w.now,
+                                         message=f"aborted{by} ({ANNOTATION_ABORT})"))
+                    start = None
+            elif not self._handled(abort, aborting=True):
+                self.out.events.append(Event(
+                    "Warning", "AbortIgnored",
+                    f"{ANNOTATION_ABORT} names verification {abort.id!r}, which is not the "
+                    f"latest; the latest is {latest.get('id')!r}: set the annotation to that "
+                    "id to abort it"))
+
+        # 3. Reverify.
+        reverify = parse_request(self.stage, ANNOTATION_REVERIFY)
+        if reverify is not None and latest is not None and not self._handled(reverify):
+            if reverify.id in ("", latest.get("id")):
+                if latest.get("phase") in FINISHED:
+                    start = (next_attempt, reverify.raw)
+                # else: acted on once the latest verification finishes
+            else:
+                self.out.events.append(Event(
+                    "Warning", "ReverifyIgnored",
+                    f"{ANNOTATION_REVERIFY} names verification {reverify.id!r}, which is not "
+                    f"the latest; the latest is {latest.get('id')!r}: set the annotation to "
+                    "that id to verify again"))
+
+        # 4. An Error, then a new generation of the Stage: try again if it changed the run.
+        if start is None and latest is not None and latest.get("phase") == "Error" and (
+                self._generation_moved()):
+            start = self._retry_after_error(latest, next_attempt)
+
+        # 5. Nothing yet for this freight: start attempt 1.
+        if latest is None:
+            start = (1, None)
+
+        if start is not None:
+            latest = self._start(start, cid=cid, names=names, current=current) or latest
+
+        if latest is not None:
+            before = next((h for h in history if h.get("id") == latest.get("id")), None)
+            history = push(history, latest)
+            if latest.get("phase") in FINISHED and (
+                    before is None or before.get("phase") not in FINISHED):
+                self._finished(latest, self.runs.get(
+                    _dict(latest.get("analysisRun")).get("name") or ""))
+            current["verificationHistory"] = history
+        waiting = None
+        if history and history[0].get("phase") == "Pending" and not history[0].get("analysisRun"):
+            waiting = str(history[0].get("message") or "")
+        self._set_condition(*verified_condition(history, waiting=waiting))
+        if history:
+            self._freight(names, history[0])
+
+    def _start(
+        self, start: tuple[int, str | None], *, cid: str, names: list[str], current: Obj
+    ) -> Obj | None:
+        """The entry for starting ``attempt``: adopted, waiting, an Error, or a run to
+        create (``self.out.create``); None when the Stage has no freight names."""
+        attempt, request = start
+        name = run_name(self.name, cid, attempt)
+        base: Obj = {"id": name, "actor": ACTOR}
+        existing = self.runs.get(name)
+        if existing is not None:
+            return dict(entry_from_run(base, existing, self.w.now))
+        if name in self.w.blocked:
+            return dict(finish(base, phase="Error", message=self.w.blocked[name], now=self.w.now))
+        if not names:
+            return dict(finish(base, phase="Error", now=self.w.now,
+                               message="freightHistory[0] lists no Freight to verify"))
+        gate = waiting_for(self.stage, current)
+        if gate is not None:
+            # A reverify waits without a new entry: the latest one stays until it starts.
+            return None if request is not None else {**base, "phase": "Pending", "message": gate}
+        try:
+            self.out.create = self.w.build(attempt, request)
+        except AnalysisBuildError as exc:
+            return dict(finish(base, phase="Error", now=self.w.now, message=(
+                f"{exc}; fix the Stage or its templates (a changed Stage starts a new attempt), "
+                f"or set annotation {ANNOTATION_REVERIFY} on the Stage to retry")))
+        return {**base, "phase": "Pending", "message": f"creating AnalysisRun {name}"}
+
+    def _retry_after_error(
+        self, latest: Mapping[str, Any], attempt: int
+    ) -> tuple[int, None] | None:
+        """A new attempt if the changed Stage builds a different run than the failed one
+        (or builds one at all, or fails differently); the same result is not retried."""
+        run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+        try:
+            candidate = self.w.build(attempt, None)
+        except AnalysisBuildError as exc:
+            return None if str(exc) in str(latest.get("message") or "") else (attempt, None)
+        if run is not None and candidate.get("spec") == run.get("spec"):
+            return None
+        return (attempt, None)
+
+    def _generation_moved(self) -> bool:
+        cond = get_condition(_list(self.status.get("conditions")), CONDITION)
+        seen = (cond or {}).get("observedGeneration")
+        return isinstance(self.generation, int) and isinstance(seen, int) and (
+            self.generation > seen)
+
+    def _handled(self, request: Request, *, aborting: bool = False) -> bool:
+        """Whether a run of this Stage already carries the request (acted on once)."""
+        runs = self.w.runs if not aborting else [
+            r for r in self.w.runs if _meta(r).get("name") == request.id]
+        return any(run_request(r) == request.raw for r in runs if is_ours(r))
+
+    def _freight(self, names: list[str], latest: Mapping[str, Any]) -> None:
+        """``verifiedIn`` follows the latest verification: set on Successful, removed on
+        Failed; Error, Inconclusive and Aborted say nothing about the freight."""
+        phase = latest.get("phase")
+        if phase not in ("Successful", "Failed"):
+            return
+        for name in names:
+            freight = self.w.freight.get(name)
+            if freight is None:
+                continue
+            present = self.name in _dict(_dict(freight.get("status")).get("verifiedIn"))
+            if phase == "Successful" and not present:
+                at = latest.get("finishTime") or self.w.now
+                self.out.freight.append(
+                    (name, {"status": {"verifiedIn": {self.name: {"verifiedAt": at}}}}))
+            elif phase == "Failed" and present:
+                self.out.freight.append((name, {"status": {"verifiedIn": {self.name: None}}}))
+
+    def _finished(self, entry: Mapping[str, Any], run: Mapping[str, Any] | None) -> None:
+        etype, reason = EVENTS[str(entry.get("phase"))]
+        message = f"{entry.get('id')}: {entry.get('message', '')}"
+        self.out.events.append(Event(etype, reason, message))
+        self.out.finished.append(Finished(dict(entry), dict(run) if run else None))  # type: ignore[arg-type]
+
+    # -- status ------------------------------------------------------------------
+    def _set_condition(self, status: str, reason: str, message: str) -> None:
+        self._conditions = set_condition(
+            _list(self.status.get("conditions")), type=CONDITION, status=status,  # type: ignore[arg-type]
+            reason=reason, message=message, observed_generation=self.generation,
+            now=self.w.now)
+
+    def _drop_condition(self) -> None:
+        self._conditions = [c for c in _list(self.status.get("conditions"))
+                            if not (isinstance(c, dict) and c.get("type") == CONDITION)]
+
+    def _finish_status(self) -> None:
+        wanted: Obj = {}
+        conditions = getattr(self, "_conditions", None)
+        if conditions is not None and conditions != _list(self.status.get("conditions")):
+            wanted["conditions"] = conditions or None
+        if self.history != _list(self.status.get("freightHistory")):
+            wanted["freightHistory"] = self.history
+        self.out.status = wanted or None
+
+
+def _terminated(run: Mapping[str, Any]) -> bool:
+    return bool(_dict(run.get("spec")).get("terminate"))
+
+
+def _attempt_of(entry: Mapping[str, Any]) -> int:
+    """The attempt in an entry id ``<stage>.<collection[:7]>.<attempt>``; 0 if none."""
+    tail = str(entry.get("id") or "").rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0

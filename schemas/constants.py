@@ -18,6 +18,9 @@ MANAGED_BY: Final = "rollgate"
 ANNOTATION_FREIGHT: Final = "rollgate.dev/freight"
 ANNOTATION_REVERIFY: Final = "kargo.akuity.io/reverify"
 ANNOTATION_ABORT: Final = "kargo.akuity.io/abort"
+# On a run rollgate started or aborted for a reverify/abort request: the request's value,
+# so a restarted reconciler knows the request was already acted on.
+ANNOTATION_REQUEST: Final = "rollgate.dev/request"
 ANNOTATION_PLUGINS_CHECKSUM: Final = "rollgate.dev/plugins-checksum"
 
 # Any key under this prefix is rollgate's to set; a user value would be overwritten.

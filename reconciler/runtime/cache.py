@@ -8,8 +8,12 @@ would cost more than the discipline).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 
 from .types import Obj, Resource
+
+# obj -> the index values it is found under (none: not indexed)
+IndexFunc = Callable[[Obj], Iterable[str]]
 
 
 def _ns_name(obj: Obj) -> tuple[str, str]:
@@ -29,6 +33,42 @@ class Store:
         self.resource = resource
         self._lock = threading.Lock()
         self._items: dict[str, dict[str, Obj]] = {}
+        self._index_funcs: dict[str, IndexFunc] = {}
+        # index name -> value -> (namespace, name) keys
+        self._indexes: dict[str, dict[str, set[tuple[str, str]]]] = {}
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Keep objects findable by ``func(obj)`` values (``by_index``), like client-go's
+        Indexer; objects already stored are indexed too."""
+        with self._lock:
+            self._index_funcs[name] = func
+            self._indexes[name] = {}
+            for by_name in self._items.values():
+                for obj in by_name.values():
+                    self._index_one(name, obj, add=True)
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        with self._lock:
+            keys = self._indexes[name].get(value, ())
+            return [o for ns, n in keys if (o := self._items.get(ns, {}).get(n)) is not None]
+
+    def _index_one(self, index: str, obj: Obj, *, add: bool) -> None:
+        key = _ns_name(obj)
+        table = self._indexes[index]
+        for value in self._index_funcs[index](obj):
+            if add:
+                table.setdefault(value, set()).add(key)
+            elif value in table:
+                table[value].discard(key)
+                if not table[value]:
+                    del table[value]
+
+    def _reindex(self, old: Obj | None, new: Obj | None) -> None:
+        for index in self._index_funcs:
+            if old is not None:
+                self._index_one(index, old, add=False)
+            if new is not None:
+                self._index_one(index, new, add=True)
 
     def get(self, namespace: str, name: str) -> Obj | None:
         ns = namespace if self.resource.namespaced else ""
@@ -48,7 +88,23 @@ class Store:
             by_name = self._items.setdefault(ns, {})
             old = by_name.get(name)
             by_name[name] = obj
+            self._reindex(old, obj)
             return old
+
+    def upsert_if_newer(self, obj: Obj) -> bool:
+        """Store ``obj`` unless the stored version is newer; True when stored.
+
+        resourceVersions are opaque to clients in general, but etcd's are integers
+        and only compared here for objects one API server returned.
+        """
+        ns, name = _ns_name(obj)
+        with self._lock:
+            old = self._items.get(ns, {}).get(name)
+            if old is not None and _rv_int(old) >= _rv_int(obj):
+                return False
+            self._items.setdefault(ns, {})[name] = obj
+            self._reindex(old, obj)
+            return True
 
     def remove(self, obj: Obj) -> Obj | None:
         ns, name = _ns_name(obj)
@@ -57,6 +113,7 @@ class Store:
             old = by_name.pop(name, None)
             if not by_name:
                 self._items.pop(ns, None)
+            self._reindex(old, None)
             return old
 
     def replace_scope(self, namespace: str | None, objs: list[Obj]) -> tuple[list[Obj], list[Obj]]:
@@ -82,9 +139,12 @@ class Store:
                     if old is None or _rv(old) != _rv(o):
                         changed.append(o)
             for ns in scopes:
-                self._items.pop(ns, None)
+                for o in self._items.pop(ns, {}).values():
+                    self._reindex(o, None)
             for ns, by_name in fresh.items():
                 self._items.setdefault(ns, {}).update(by_name)
+                for o in by_name.values():
+                    self._reindex(None, o)
             return deleted, changed
 
     def __len__(self) -> int:
@@ -94,6 +154,13 @@ class Store:
 
 def _rv(obj: Obj) -> str:
     return (obj.get("metadata") or {}).get("resourceVersion", "")
+
+
+def _rv_int(obj: Obj) -> int:
+    try:
+        return int(_rv(obj))
+    except ValueError:
+        return -1
 
 
 class CacheView:
@@ -116,3 +183,9 @@ class CacheView:
 
     def list(self, resource: Resource, namespace: str | None = None) -> list[Obj]:
         return self._store(resource).list(namespace)
+
+    def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
+        return self._store(resource).by_index(index, value)
+
+    def observe(self, resource: Resource, obj: Obj) -> None:
+        self._store(resource).upsert_if_newer(obj)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from .rest import Rest
-from .types import Resource
+from .types import Client, Resource
 
 log = logging.getLogger("reconciler.events")
 
@@ -58,18 +61,70 @@ def build_event(
 
 
 class Recorder:
-    """``types.EventRecorder`` writing core/v1 Events."""
+    """``types.EventRecorder`` writing core/v1 Events from a background thread.
 
-    def __init__(self, rest: Rest, *, instance: str) -> None:
-        self.rest = rest
+    ``emit`` only queues: a reconcile never waits for an Event's round trip. Like
+    client-go's EventCorrelator, the same event (object, type, reason, message) emitted
+    again within ``dedupe_seconds`` is dropped instead of written again, so a condition
+    that is re-detected on every pass (e.g. a verifier conflict) does not flood the
+    namespace with Events. The queue is bounded; when it is full, events are dropped
+    and logged rather than slowing reconciles down.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        instance: str,
+        dedupe_seconds: float = 600.0,
+        max_queued: int = 1000,
+    ) -> None:
+        self.client = client
         self.instance = instance
+        self.dedupe_seconds = dedupe_seconds
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(max_queued)
+        self._seen: OrderedDict[tuple[str, ...], float] = OrderedDict()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+        self._thread.start()
 
     def emit(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("uid") or meta.get("namespace")), str(meta.get("name")),
+               type, reason, message)
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last < self.dedupe_seconds:
+                return
+            self._seen[key] = now
+            self._seen.move_to_end(key)
+            while len(self._seen) > 4096:
+                self._seen.popitem(last=False)
         event = build_event(
             obj, type=type, reason=reason, message=message,
             instance=self.instance, now=dt.datetime.now(dt.UTC),
         )
         try:
-            self.rest.create(EVENT, event["metadata"]["namespace"], event)
-        except Exception as exc:
-            log.warning("could not record event %s: %s", reason, exc)
+            self._queue.put_nowait(event)
+        except queue.Full:
+            log.warning("event queue full; dropped event %s", reason)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until queued events are written (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            try:
+                if event is None:
+                    return
+                self.client.create(EVENT, event["metadata"]["namespace"], event)
+            except Exception as exc:
+                log.warning("could not record event %s: %s",
+                            (event or {}).get("reason"), exc)
+            finally:
+                self._queue.task_done()

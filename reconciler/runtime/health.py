@@ -50,6 +50,30 @@ class Metrics:
         self.leader = Gauge(
             "rollgate_reconciler_leader", "1 while this replica holds the lease", registry=r,
         )
+        # Verification, in engine mode (rollgate's runs) and observe mode (Kargo's).
+        self.verifications = Counter(
+            "rollgate_verifications_finished", "Verifications that finished, by namespace, "
+            "stage and phase", ["namespace", "stage", "phase"], registry=r,
+        )
+        self.verification_duration = Histogram(
+            "rollgate_verification_duration_seconds", "Start to finish of a verification",
+            ["phase"], registry=r,
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+        )
+        self.promotion_to_verified = Histogram(
+            "rollgate_promotion_to_verified_seconds", "From the end of the promotion to the "
+            "successful verification of its freight", registry=r,
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+        )
+        self.verifier_conflicts = Counter(
+            "rollgate_verifier_conflicts", "Passes that found another verifier acting on a "
+            "Stage's current freight (engine mode leaves it alone)", ["namespace", "stage"],
+            registry=r,
+        )
+        self.verification_anomalies = Counter(
+            "rollgate_verification_anomalies", "What observe mode found wrong in another "
+            "verifier's work, by kind", ["namespace", "stage", "kind"], registry=r,
+        )
 
 
 class HealthServer:

@@ -156,7 +156,9 @@ class Informer:
                 if etype == "DELETED":
                     self.store.remove(obj)
                 else:
-                    self.store.upsert(obj)
+                    # Not over a newer version a write of ours already put there
+                    # (Cache.observe); events arrive in order, so nothing else is newer.
+                    self.store.upsert_if_newer(obj)
                 if rv:
                     self.resource_version = rv
                 self._notify(etype, obj)

@@ -24,6 +24,7 @@ from .informer import Informer
 from .leader import LeaderElector, Timings
 from .queue import ShutDown, WorkQueue
 from .rest import Rest
+from .status import Conflict
 from .types import Context, Controller, Key, Obj, Requeue, Resource, object_key
 
 log = logging.getLogger("reconciler")
@@ -83,6 +84,12 @@ class ControllerRunner:
             self.queue.forget(key)
             self.queue.add_after(key, rq.after)
             log.debug("requeue in %.1fs: %s", rq.after, rq, extra=where)
+        except Conflict as exc:
+            # The one conflict policy: our view was stale. The watch brings (or has
+            # brought) the newer object; decide again from it, soon but rate limited.
+            result = "conflict"
+            delay = self.queue.add_rate_limited(key)
+            log.debug("conflict, retrying in %.1fs: %s", delay, exc, extra=where)
         except Exception as exc:
             result = "error"
             self.metrics.errors.labels(self.name).inc()
@@ -133,11 +140,16 @@ class Manager:
         self.resources = resources
         self.stores.update({r: Store(r) for r in resources})
         self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
+        for c in controllers:
+            for resource, indexes in (getattr(c, "indexes", None) or {}).items():
+                for index_name, func in indexes.items():
+                    self.stores[resource].add_index(index_name, func)
         self.ctx = Context(
             cache=self.cache,
-            api=api,
+            client=self.rest,
             events=Recorder(self.rest, instance=self.identity),
             options=options,
+            metrics=self.metrics,
         )
         namespaces = list(options.get("namespaces") or [])
         self.informers: list[Informer] = []

@@ -90,10 +90,49 @@ class Cache(Protocol):
 
     def list(self, resource: Resource, namespace: str | None = None) -> list[Obj]: ...
 
+    def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
+        """Objects whose index function (``Store.add_index``) returned ``value``."""
+        ...
+
+    def observe(self, resource: Resource, obj: Obj) -> None:
+        """Take in an object a write of ours just returned, unless the cache already
+        holds a newer version: the next reconcile then sees its own write even before
+        the watch delivers it (client-go's MutationCache)."""
+        ...
+
+
+class Client(Protocol):
+    """The API calls a controller makes: plain JSON in and out, errors as
+    ``kubernetes.client.exceptions.ApiException``. ``runtime.rest.Rest`` implements it;
+    unit tests use one in-memory fake of it."""
+
+    def get(self, resource: Resource, namespace: str, name: str) -> Obj | None: ...
+
+    def create(self, resource: Resource, namespace: str, body: Obj) -> Obj: ...
+
+    def replace(
+        self, resource: Resource, namespace: str, name: str, body: Obj, *, subresource: str = ""
+    ) -> Obj: ...
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = ...,
+        subresource: str = "",
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> Obj: ...
+
+    def delete(self, resource: Resource, namespace: str, name: str) -> None: ...
+
 
 class EventRecorder(Protocol):
     def emit(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-        """Create a core/v1 Event about ``obj`` (type ``Normal`` or ``Warning``)."""
+        """Record a core/v1 Event about ``obj`` (type ``Normal`` or ``Warning``)."""
         ...
 
 
@@ -102,9 +141,10 @@ class Context:
     """What a controller gets to do its work; built once by the runtime."""
 
     cache: Cache
-    api: Any  # kubernetes.client.ApiClient (official client), authenticated
+    client: Client
     events: EventRecorder
     options: Mapping[str, Any]  # parsed command-line flags, by dest name
+    metrics: Any = None  # runtime.health.Metrics; None in unit tests that do not look
 
 
 class Controller(Protocol):

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for the REST layer, for unit tests of controller logic only.
+"""The one in-memory fake of ``runtime.types.Client``, for unit tests of controllers.
 
 The e2e tests run against a real kube-apiserver; this fake exists so a unit test can
 make one particular request fail (a 503, a crash point) or make the cache lag the API,
@@ -22,7 +22,6 @@ from reconciler.runtime.rest import JSON_PATCH
 from reconciler.runtime.types import (
     ANALYSIS_RUN,
     ANALYSIS_TEMPLATE,
-    APPLICATION,
     CLUSTER_ANALYSIS_TEMPLATE,
     FREIGHT,
     STAGE,
@@ -31,8 +30,7 @@ from reconciler.runtime.types import (
     Resource,
 )
 
-RESOURCES = (STAGE, FREIGHT, ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE,
-             APPLICATION)
+RESOURCES = (STAGE, FREIGHT, ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE)
 
 # (verb, resource, name, body) -> the exception to raise for this request, or None
 Failure = Callable[[str, Resource, str, Any], ApiException | None]
@@ -138,6 +136,15 @@ class FakeApi:
                 elif op["op"] in ("add", "replace"):
                     ann[key] = op["value"]
         else:
+            expected = (body.get("metadata") or {}).get("resourceVersion")
+            if expected is not None and expected != cur["metadata"]["resourceVersion"]:
+                raise api_error(409, "Conflict")
+            body = copy.deepcopy(body)
+            (body.get("metadata") or {}).pop("resourceVersion", None)
+            if subresource == "status":
+                body = {"status": body.get("status")}
+            elif "status" in body and resource in (STAGE, FREIGHT):
+                body.pop("status")  # status subresource: the main resource ignores it
             _merge(cur, body)
         self.calls.append(f"patch {resource.plural}/{name} {json.dumps(body)}")
         return self.put(resource, cur)
@@ -161,7 +168,12 @@ class Events:
         return [reason for _, reason, _ in self.emitted]
 
 
-def context(api: FakeApi, *, cache: Any = None, **options: Any) -> Context:
-    """A Context whose cache is the API's own stores (an up-to-date cache) by default."""
-    return Context(cache=cache or CacheView(api.stores), api=api, events=Events(),
+def context(api: FakeApi, *, cache: Any = None, controller: Any = None,
+            **options: Any) -> Context:
+    """A Context whose cache is the API's own stores (an up-to-date cache) by default,
+    with the indexes ``controller`` declares."""
+    for resource, indexes in (getattr(controller, "indexes", None) or {}).items():
+        for name, func in indexes.items():
+            api.stores[resource].add_index(name, func)
+    return Context(cache=cache or CacheView(api.stores), client=api, events=Events(),
                    options=options)

@@ -1,0 +1,187 @@
+"""The engine-mode executor (reconciler/controllers/stage_verification.py) over the one
+fake client (tests/unit/fake_kube.py).
+
+Each test makes the API do what a real server cannot be told to do on cue: fail one
+request, answer AlreadyExists for a run the cache has not seen, refuse a stale write.
+The e2e tests run the same controller against a real control plane.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fake_kube import FakeApi, api_error, context
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.analysis import freight_collection_id, run_name
+from reconciler.controllers.stage_verification import StageVerificationController
+from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.status import Conflict
+from reconciler.runtime.types import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Key
+
+NS = "shop"
+CID = freight_collection_id(["f1"])
+RUN1 = run_name("prod", CID, 1)
+
+
+def make_api() -> FakeApi:
+    api = FakeApi()
+    api.put(ANALYSIS_TEMPLATE, {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
+        "metadata": {"name": "t", "namespace": NS},
+        "spec": {"metrics": [{"name": "m", "provider": {"web": {"url": "http://x"}}}]}})
+    api.put(FREIGHT, {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Freight",
+                      "metadata": {"name": "f1", "namespace": NS}})
+    api.put(STAGE, {
+        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": 1},
+        "spec": {"requestedFreight": [], "verification": {"analysisTemplates": [{"name": "t"}]}},
+        "status": {"freightHistory": [{"id": CID, "items": {"Warehouse/w": {"name": "f1"}}}],
+                   "health": {"status": "Healthy"}}})
+    return api
+
+
+def reconcile(api: FakeApi, ctx: Any = None) -> Any:
+    controller = StageVerificationController()
+    ctx = ctx or context(api, controller=controller)
+    controller.reconcile(Key(NS, "prod"), ctx)
+    return ctx
+
+
+def history(api: FakeApi) -> list[dict[str, Any]]:
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    return stage["status"]["freightHistory"][0].get("verificationHistory", [])
+
+
+def finish_run(api: FakeApi, phase: str) -> None:
+    run = api.get(ANALYSIS_RUN, NS, RUN1)
+    assert run is not None
+    run["status"] = {"phase": phase}
+    api.put(ANALYSIS_RUN, run)
+
+
+def writes(api: FakeApi) -> list[str]:
+    return [c for c in api.calls if not c.startswith("create events")]
+
+
+def test_one_pass_creates_the_run_and_writes_the_status_once() -> None:
+    api = make_api()
+    reconcile(api)
+    assert writes(api) == [f"create analysisruns/{RUN1}",
+                           writes(api)[1]]
+    assert writes(api)[1].startswith("patch stages/prod ")
+    assert history(api)[0]["id"] == RUN1
+
+
+def test_success_marks_freight_then_an_unchanged_world_is_not_written() -> None:
+    api = make_api()
+    reconcile(api)
+    finish_run(api, "Successful")
+    api.calls.clear()
+    reconcile(api)
+    assert [c.split(" ")[1] for c in writes(api)] == ["freights/f1", "stages/prod"]
+    freight = api.get(FREIGHT, NS, "f1")
+    assert freight is not None and "prod" in freight["status"]["verifiedIn"]
+    api.calls.clear()
+    reconcile(api)
+    reconcile(api)
+    assert writes(api) == []
+
+
+def test_create_already_exists_for_a_run_the_cache_has_not_seen_adopts_it() -> None:
+    api = make_api()
+    reconcile(api)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    stage["status"].pop("freightHistory")
+    stage["status"]["freightHistory"] = [{"id": CID, "items": {"Warehouse/w": {"name": "f1"}}}]
+    api.put(STAGE, stage)  # status lost (as if the write never happened)
+    # A cache that has not seen the run: creating it again answers AlreadyExists.
+    stores = {r: Store(r) for r in api.stores}
+    for r, store in api.stores.items():
+        for obj in store.list():
+            if r != ANALYSIS_RUN:
+                stores[r].upsert(obj)
+    controller = StageVerificationController()
+    ctx = context(api, cache=CacheView(stores), controller=controller)
+    for index_name, func in controller.indexes[ANALYSIS_RUN].items():
+        stores[ANALYSIS_RUN].add_index(index_name, func)
+    api.calls.clear()
+    controller.reconcile(Key(NS, "prod"), ctx)
+    assert api.names(ANALYSIS_RUN) == [RUN1]
+    assert history(api)[0]["id"] == RUN1
+
+
+def test_a_foreign_object_holding_the_name_is_an_error_entry() -> None:
+    api = make_api()
+    api.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
+                           "spec": {}})
+    reconcile(api)
+    entry = history(api)[0]
+    assert entry["phase"] == "Error" and "not created by rollgate" in entry["message"]
+
+
+@pytest.mark.parametrize("status", [0, 429, 503])
+def test_transient_create_failure_is_retried_not_recorded(status: int) -> None:
+    api = make_api()
+    api.fail_once(lambda verb, r, n, b: api_error(status) if verb == "create"
+                  and r == ANALYSIS_RUN else None)
+    with pytest.raises(ApiException):
+        reconcile(api)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None and "verificationHistory" not in stage["status"]["freightHistory"][0]
+    reconcile(api)
+    assert api.names(ANALYSIS_RUN) == [RUN1]
+
+
+def test_definite_rejection_of_the_create_is_an_error_entry() -> None:
+    api = make_api()
+    api.fail_once(lambda verb, r, n, b: api_error(422, "Invalid") if verb == "create"
+                  and r == ANALYSIS_RUN else None)
+    reconcile(api)
+    assert history(api)[0]["phase"] == "Error"
+    assert "rejected" in history(api)[0]["message"]
+
+
+@pytest.mark.parametrize("status", [0, 503])
+def test_transient_template_lookup_is_not_a_missing_template(status: int) -> None:
+    api = make_api()
+    api.stores[ANALYSIS_TEMPLATE].remove(api.get(ANALYSIS_TEMPLATE, NS, "t"))
+    api.fail_once(lambda verb, r, n, b: api_error(status) if verb == "get"
+                  and r == ANALYSIS_TEMPLATE else None)
+    with pytest.raises(ApiException):
+        reconcile(api)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None and "verificationHistory" not in stage["status"]["freightHistory"][0]
+
+
+def test_stale_stage_write_is_a_conflict_for_the_runtime_to_retry() -> None:
+    api = make_api()
+    stale = api.get(STAGE, NS, "prod")
+    api.put(STAGE, stale)  # someone else wrote it: our copy is now stale
+    controller = StageVerificationController()
+
+    class Stale(CacheView):
+        def get(self, resource, namespace, name):  # type: ignore[no-untyped-def]
+            return stale if resource == STAGE else super().get(resource, namespace, name)
+
+    ctx = context(api, cache=Stale(api.stores), controller=controller)
+    with pytest.raises(Conflict):
+        controller.reconcile(Key(NS, "prod"), ctx)
+    assert api.names(ANALYSIS_RUN) == [RUN1]  # the next pass adopts it
+    controller.reconcile(Key(NS, "prod"), context(api, controller=controller))
+    assert api.names(ANALYSIS_RUN) == [RUN1] and history(api)[0]["id"] == RUN1
+
+
+def test_deleted_stage_leaves_no_verified_in_and_no_runs() -> None:
+    api = make_api()
+    reconcile(api)
+    finish_run(api, "Successful")
+    reconcile(api)
+    api.stores[STAGE].remove(api.get(STAGE, NS, "prod"))
+    reconcile(api)
+    freight = api.get(FREIGHT, NS, "f1")
+    assert freight is not None and freight["status"]["verifiedIn"] == {}
+    assert api.names(ANALYSIS_RUN) == []

@@ -1,0 +1,402 @@
+"""The verification planner (reconciler/verification.py): pure decisions, no API.
+
+The Stages here have Kargo v1's shapes (freightHistory entries with ``id`` and
+``items`` keyed ``Warehouse/<name>``, ``lastPromotion``, ``health``), as Kargo's
+promotion writes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from reconciler import verification as vf
+from reconciler.analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
+
+NS = "shop"
+NOW = "2026-12-01T10:00:00Z"
+CID = freight_collection_id(["f1"])
+RUN1 = run_name("prod", CID, 1)
+RUN2 = run_name("prod", CID, 2)
+
+
+def stage(*, history: list[dict[str, Any]] | None = None, health: str = "Healthy",
+          annotations: dict[str, str] | None = None, generation: int = 1,
+          conditions: list[dict[str, Any]] | None = None,
+          spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "freightHistory": history if history is not None else [collection("f1")],
+        "health": {"status": health},
+        "lastPromotion": {"name": "p1", "status": {"phase": "Succeeded",
+                                                   "freightCollection": {"id": CID}}},
+    }
+    if conditions is not None:
+        status["conditions"] = conditions
+    return {
+        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": generation,
+                     "annotations": annotations or {}},
+        "spec": spec if spec is not None else {
+            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                                  "sources": {"direct": True}}],
+            "verification": {"analysisTemplates": [{"name": "t"}]}},
+        "status": status,
+    }
+
+
+def collection(*names: str, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": freight_collection_id(names),
+        "items": {f"Warehouse/w{i}": {"name": n, "origin": {"kind": "Warehouse", "name": f"w{i}"}}
+                  for i, n in enumerate(names)},
+    }
+    if history is not None:
+        out["verificationHistory"] = history
+    return out
+
+
+def run(name: str, *, attempt: int, phase: str = "", cid: str = CID, ours: bool = True,
+        terminate: bool = False, request: str | None = None) -> dict[str, Any]:
+    labels = {"kargo.akuity.io/stage": "prod", "kargo.akuity.io/freight-collection": cid}
+    if ours:
+        labels.update({"rollgate.dev/attempt": str(attempt),
+                       "app.kubernetes.io/managed-by": "rollgate"})
+    annotations = {"rollgate.dev/request": request} if request is not None else {}
+    out: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": NS, "labels": labels,
+                     "annotations": annotations, "creationTimestamp": "2026-12-01T09:00:00Z"},
+        "spec": {"metrics": [{"name": "m"}], **({"terminate": True} if terminate else {})},
+    }
+    if phase:
+        out["status"] = {"phase": phase}
+    return out
+
+
+def builder(calls: list[tuple[int, str | None]] | None = None, error: str | None = None):
+    def build(attempt: int, request: str | None) -> dict[str, Any]:
+        if calls is not None:
+            calls.append((attempt, request))
+        if error is not None:
+            raise AnalysisBuildError(error)
+        built = run(run_name("prod", CID, attempt), attempt=attempt, request=request)
+        built["metadata"].pop("creationTimestamp")
+        return built
+    return build
+
+
+def plan(st: dict[str, Any], runs: list[dict[str, Any]] = (), freight=None, **kw: Any) -> vf.Plan:
+    return vf.plan(vf.World(
+        stage=st, runs=list(runs), freight=freight if freight is not None else {"f1": {
+            "metadata": {"name": "f1"}, "status": {}}},
+        build=kw.pop("build", builder()), now=NOW, **kw))
+
+
+def applied(st: dict[str, Any], p: vf.Plan) -> dict[str, Any]:
+    """The Stage after the plan's status write (what the API server would store)."""
+    out = copy.deepcopy(st)
+    for key, value in (p.status or {}).items():
+        if value is None:
+            out["status"].pop(key, None)
+        else:
+            out["status"][key] = value
+    return out
+
+
+def current_history(st: dict[str, Any]) -> list[dict[str, Any]]:
+    return st["status"]["freightHistory"][0].get("verificationHistory", [])
+
+
+def condition(st: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in st["status"]["conditions"] if c["type"] == "Verified")
+
+
+# ---------------------------------------------------------------- the whole flow
+
+
+def test_ready_stage_gets_exactly_one_run_then_follows_it_to_success() -> None:
+    st = stage()
+    p = plan(st)
+    assert p.create is not None and p.create["metadata"]["name"] == RUN1
+    # The executor creates it and plans again with the run in the world.
+    created = run(RUN1, attempt=1)
+    p = plan(st, [created])
+    assert p.create is None
+    st = applied(st, p)
+    entry = current_history(st)[0]
+    assert entry["id"] == RUN1 and entry["actor"] == "rollgate" and entry["phase"] == "Pending"
+    assert entry["analysisRun"] == {"name": RUN1, "namespace": NS, "phase": ""}
+    assert condition(st)["reason"] == "VerificationPending"
+    # The real controller runs it and it succeeds.
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")])
+    st = applied(st, p)
+    assert current_history(st)[0]["phase"] == "Running"
+    assert (condition(st)["status"], condition(st)["reason"]) == ("Unknown", "VerificationRunning")
+    p = plan(st, [run(RUN1, attempt=1, phase="Successful")])
+    st = applied(st, p)
+    entry = current_history(st)[0]
+    assert entry["phase"] == "Successful" and entry["finishTime"]
+    assert (condition(st)["status"], condition(st)["reason"]) == ("True", "Verified")
+    assert condition(st)["observedGeneration"] == 1
+    assert p.freight == [("f1", {"status": {"verifiedIn": {"prod": {
+        "verifiedAt": entry["finishTime"]}}}})]
+    assert [e.reason for e in p.events] == ["VerificationSucceeded"]
+    # Freight written: the next pass over the unchanged world plans nothing at all.
+    verified = {"f1": {"metadata": {"name": "f1"},
+                       "status": {"verifiedIn": {"prod": {"verifiedAt": entry["finishTime"]}}}}}
+    again = plan(st, [run(RUN1, attempt=1, phase="Successful")], freight=verified)
+    assert again.empty, again
+
+
+@pytest.mark.parametrize(("run_phase", "status", "reason"), [
+    ("Failed", "False", "VerificationFailed"),
+    ("Error", "False", "VerificationError"),
+    ("Inconclusive", "Unknown", "VerificationInconclusive"),
+])
+def test_unsuccessful_outcomes_set_kargos_condition(run_phase: str, status: str,
+                                                     reason: str) -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1)]))
+    p = plan(st, [run(RUN1, attempt=1, phase=run_phase)])
+    st = applied(st, p)
+    assert current_history(st)[0]["phase"] == run_phase
+    assert (condition(st)["status"], condition(st)["reason"]) == (status, reason)
+    assert plan(st, [run(RUN1, attempt=1, phase=run_phase)]).empty
+
+
+def test_failed_reverification_removes_verified_in() -> None:
+    history = [{"id": RUN1, "actor": "rollgate", "phase": "Successful",
+                "finishTime": NOW, "analysisRun": {"name": RUN1, "namespace": NS,
+                                                   "phase": "Successful"}}]
+    st = stage(history=[collection("f1", history=history)],
+               annotations={"kargo.akuity.io/reverify": RUN1})
+    st["status"]["conditions"] = [{"type": "Verified", "status": "True", "reason": "Verified",
+                                   "message": "Freight has been verified",
+                                   "observedGeneration": 1, "lastTransitionTime": NOW}]
+    runs = [run(RUN1, attempt=1, phase="Successful"),
+            run(RUN2, attempt=2, phase="Failed", request=RUN1)]
+    freight = {"f1": {"metadata": {"name": "f1"},
+                      "status": {"verifiedIn": {"prod": {"verifiedAt": NOW}}}}}
+    p = plan(st, runs, freight=freight)
+    assert p.freight == [("f1", {"status": {"verifiedIn": {"prod": None}}})]
+    st = applied(st, p)
+    assert [e["phase"] for e in current_history(st)] == ["Failed", "Successful"]
+    # As in Kargo: one success of this freight keeps Verified True.
+    assert condition(st)["status"] == "True"
+
+
+# ---------------------------------------------------------------- the gate
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"health": {"status": "Progressing"}}, "health is Progressing"),
+    ({"health": None}, "health is Unknown"),
+    ({"currentPromotion": {"name": "p2"}}, "promotion p2 to finish"),
+    ({"lastPromotion": {"name": "p1", "status": {"phase": "Running"}}}, "to succeed"),
+])
+def test_gate_waits_with_a_pending_entry_saying_what_for(change: dict[str, Any],
+                                                         message: str) -> None:
+    st = stage()
+    for key, value in change.items():
+        if value is None:
+            st["status"].pop(key)
+        else:
+            st["status"][key] = value
+    p = plan(st)
+    assert p.create is None
+    st = applied(st, p)
+    entry = current_history(st)[0]
+    assert entry["phase"] == "Pending" and message in entry["message"]
+    assert "analysisRun" not in entry
+    assert condition(st)["reason"] == "WaitingForVerification"
+    assert message in condition(st)["message"]
+    assert plan(st).empty
+
+
+def test_no_freight_is_kargos_no_freight_condition() -> None:
+    st = applied(stage(history=[]), plan(stage(history=[])))
+    assert (condition(st)["status"], condition(st)["reason"]) == ("Unknown", "NoFreight")
+
+
+def test_collection_id_is_computed_with_kargos_rule_when_absent() -> None:
+    entry = collection("b", "a")
+    entry.pop("id")
+    assert vf.collection_id(entry) == freight_collection_id(["a", "b"])
+    assert freight_collection_id(["b", "a"]) == __import__("hashlib").sha1(b"a,b").hexdigest()
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_build_error_is_a_final_error_entry_that_says_how_to_retry() -> None:
+    st = stage()
+    p = plan(st, build=builder(error="AnalysisTemplate shop/t not found"))
+    assert p.create is None
+    st = applied(st, p)
+    entry = current_history(st)[0]
+    assert entry["phase"] == "Error" and "not found" in entry["message"]
+    assert "kargo.akuity.io/reverify" in entry["message"]
+    assert (condition(st)["status"], condition(st)["reason"]) == ("False", "VerificationError")
+    assert [e.reason for e in p.events] == ["VerificationError"]
+    calls: list[Any] = []
+    assert plan(st, build=builder(calls, error="AnalysisTemplate shop/t not found")).empty
+
+
+def test_a_changed_stage_after_an_error_starts_the_next_attempt() -> None:
+    st = applied(stage(), plan(stage(), build=builder(error="AnalysisTemplate shop/t not found")))
+    st["metadata"]["generation"] = 2
+    st["spec"]["verification"]["analysisTemplates"] = [{"name": "t2"}]
+    p = plan(st)
+    assert p.create is not None and p.create["metadata"]["name"] == RUN2
+    st = applied(st, plan(st, [run(RUN2, attempt=2)]))
+    assert [e["id"] for e in current_history(st)] == [RUN2, RUN1]
+    assert condition(st)["observedGeneration"] == 2
+
+
+def test_a_generation_change_that_builds_the_same_failure_only_moves_observed_generation() -> None:
+    error = "AnalysisTemplate shop/t not found"
+    st = applied(stage(), plan(stage(), build=builder(error=error)))
+    st["metadata"]["generation"] = 2  # e.g. promotionTemplate edited
+    p = plan(st, build=builder(error=error))
+    assert p.create is None and p.events == []
+    st = applied(st, p)
+    assert len(current_history(st)) == 1
+    assert condition(st)["observedGeneration"] == 2
+    assert plan(st, build=builder(error=error)).empty
+
+
+def test_blocked_name_is_an_error_naming_the_fix() -> None:
+    p = plan(stage(), blocked={RUN1: "AnalysisRun x already exists but was not created by "
+                                      "rollgate"})
+    entry = current_history(applied(stage(), p))[0]
+    assert entry["phase"] == "Error" and "already exists" in entry["message"]
+
+
+def test_run_deleted_before_it_finished_is_an_error() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1)]))
+    entry = current_history(applied(st, plan(st, [])))[0]
+    assert entry["phase"] == "Error" and "deleted before it finished" in entry["message"]
+
+
+# ---------------------------------------------------------------- requests
+
+
+@pytest.mark.parametrize("value", [
+    RUN1, json.dumps({"id": RUN1, "actor": "admin", "controlPlane": False}), ""])
+def test_reverify_of_a_finished_verification_starts_one_more_attempt(value: str) -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Failed")]))
+    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = value
+    calls: list[Any] = []
+    p = plan(st, [run(RUN1, attempt=1, phase="Failed")], build=builder(calls))
+    assert calls == [(2, value)]
+    created = p.create
+    assert created is not None and created["metadata"]["annotations"][
+        "rollgate.dev/request"] == value
+    runs = [run(RUN1, attempt=1, phase="Failed"), run(RUN2, attempt=2, request=value)]
+    st = applied(st, plan(st, runs))
+    assert [e["id"] for e in current_history(st)] == [RUN2, RUN1]
+    # Acted on once: the request stays on the Stage (as with Kargo) and starts nothing more.
+    runs[1] = run(RUN2, attempt=2, phase="Successful", request=value)
+    st = applied(st, plan(st, runs))
+    calls.clear()
+    p = plan(st, runs, build=builder(calls),
+             freight={"f1": {"status": {"verifiedIn": {"prod": {}}}}})
+    assert calls == [] and p.empty
+
+
+def test_reverify_while_running_waits_for_the_run_to_finish() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = RUN1
+    assert plan(st, [run(RUN1, attempt=1, phase="Running")]).create is None
+    p = plan(st, [run(RUN1, attempt=1, phase="Successful")])
+    assert p.create is not None and p.create["metadata"]["name"] == RUN2
+
+
+def test_reverify_naming_an_older_verification_is_ignored_with_a_warning() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Failed")]))
+    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = "someone-elses-id"
+    p = plan(st, [run(RUN1, attempt=1, phase="Failed")])
+    assert p.create is None and p.status is None
+    assert [(e.type, e.reason) for e in p.events] == [("Warning", "ReverifyIgnored")]
+    assert RUN1 in p.events[0].message
+
+
+@pytest.mark.parametrize("value", [RUN1, json.dumps({"id": RUN1, "actor": "admin"}), ""])
+def test_abort_terminates_the_run_once_and_records_aborted(value: str) -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    st["metadata"]["annotations"]["kargo.akuity.io/abort"] = value
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")])
+    assert p.terminate == [vf.Terminate(RUN1, value)]
+    st = applied(st, p)
+    entry = current_history(st)[0]
+    assert entry["phase"] == "Aborted"
+    assert (condition(st)["status"], condition(st)["reason"]) == ("False", "VerificationAborted")
+    assert [e.reason for e in p.events] == ["VerificationAborted"]
+    # The run ends (Argo Rollouts reports a terminated run as Successful): still Aborted.
+    done = run(RUN1, attempt=1, phase="Successful", terminate=True, request=value)
+    assert plan(st, [done]).empty
+
+
+def test_abort_naming_an_older_verification_warns_and_aborts_nothing() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    st["metadata"]["annotations"]["kargo.akuity.io/abort"] = "older"
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")])
+    assert p.terminate == [] and p.status is None
+    assert [e.reason for e in p.events] == ["AbortIgnored"]
+
+
+# ---------------------------------------------------------------- new freight, conflicts
+
+
+def test_new_freight_terminates_the_running_run_and_records_superseded() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    old = st["status"]["freightHistory"][0]
+    st["status"]["freightHistory"] = [collection("f2"), old]
+    cid2 = freight_collection_id(["f2"])
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")],
+             freight={"f2": {"metadata": {"name": "f2"}}})
+    assert p.terminate == [vf.Terminate(RUN1, None)]
+    assert p.create is not None  # the new freight's first attempt
+    st = applied(st, p)
+    superseded = st["status"]["freightHistory"][1]["verificationHistory"][0]
+    assert superseded["phase"] == "Aborted" and superseded["message"] == f"superseded by {cid2}"
+    assert "VerificationAborted" in [e.reason for e in p.events]
+
+
+def test_foreign_run_for_the_collection_is_a_conflict_with_no_write() -> None:
+    p = plan(stage(), [run("prod.01jdq7.5f1e2d3", attempt=0, ours=False)])
+    assert p.conflict and p.create is None and p.status is None and p.freight == []
+    assert [(e.type, e.reason) for e in p.events] == [("Warning", "VerifierConflict")]
+
+
+def test_foreign_entry_in_the_history_is_a_conflict() -> None:
+    history = [{"id": "0b9c5e0e-uuid", "phase": "Running"}]
+    p = plan(stage(history=[collection("f1", history=history)]))
+    assert p.conflict and p.status is None
+
+
+def test_crash_after_create_adopts_the_run_instead_of_creating_another() -> None:
+    st = stage()
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")])
+    assert p.create is None
+    assert current_history(applied(st, p))[0]["id"] == RUN1
+
+
+def test_removing_the_stanza_aborts_the_running_verification_and_drops_verified() -> None:
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    st["spec"].pop("verification")
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")])
+    assert p.terminate == [vf.Terminate(RUN1, None)]
+    st = applied(st, p)
+    assert current_history(st)[0]["phase"] == "Aborted"
+    assert "Verified" not in [c["type"] for c in st["status"].get("conditions", [])]
+
+
+def test_long_stage_names_use_kargos_label_shortening() -> None:
+    name = "s" * 70
+    short = label_value(name)
+    assert len(short) == 63
+    import hashlib
+    assert short == "s" * 54 + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
