@@ -500,10 +500,10 @@ class ControlPlane:
         self._timed("crds", started)
 
     def _install_rbac(self) -> None:
-        """The Namespace/ServiceAccount/RBAC objects of the production kustomization
-        (``kubectl kustomize manifests/``); a failure to render it fails the start."""
+        """The Namespace/ServiceAccount/RBAC objects of the dev overlay (the production
+        kustomization plus engine-mode RBAC); a failure to render it fails the start."""
         started = time.monotonic()
-        rendered = self.kustomize(self.repo_root / "manifests")
+        rendered = self.kustomize(self.repo_root / "manifests" / "overlays" / "dev")
         wanted = [o for o in rendered if o.get("kind") in INSTALLED_KINDS]
         namespaces = [o for o in wanted if o["kind"] == "Namespace"]
         self.apply_objects(namespaces)
@@ -700,6 +700,40 @@ class ControlPlane:
             env=self._python_env(),
             cwd=self.repo_root,
         )
+
+    # ------------------------------------------------------------------ argo rollouts
+
+    def start_rollouts_controller(
+        self,
+        *,
+        namespace: str | None = None,
+        config_namespace: str = "argo-rollouts",
+        name: str = "rollouts-controller",
+    ) -> ManagedProcess:
+        """Start the real Argo Rollouts controller (AnalysisRuns only; see
+        hack/rollouts.py) and wait until it acts on runs.
+
+        ``namespace``: watch only that namespace, as argo-rollouts-manager runs it for a
+        namespace-scoped RolloutManager (it then reads ``argo-rollouts-config`` there);
+        otherwise every namespace, with the ConfigMap in ``config_namespace``.
+        """
+        import rollouts
+
+        started = time.monotonic()
+        config_ns = namespace or config_namespace
+        self.kubectl("create", "namespace", config_ns, check=False)
+        proc = rollouts.start_controller(
+            self.kubeconfig, self.work_dir / name, log_path=self.logs_dir / f"{name}.log",
+            namespace=namespace, config_namespace=config_ns, name=name,
+        )
+        self._procs.append(proc)
+        proc.wait_ready(60)
+        self._timed(name, started)
+        return proc
+
+    def stop_process(self, proc: ManagedProcess) -> None:
+        """Stop one process this plane started (e.g. to restart it with new flags)."""
+        self._forget(proc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

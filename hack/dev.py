@@ -1,9 +1,12 @@
 """``make dev``: a local rollgate playground on a real control plane.
 
 Brings up etcd, kube-apiserver, kube-controller-manager, the webhook (registered by
-URL) and the reconciler in ``.dev/``, applies ``examples/`` into namespace
-``rollgate-demo``, prints what to export and what to try, then streams the webhook and
-reconciler logs until Ctrl-C or SIGTERM, when everything is torn down.
+URL), the reconciler (Stage verification in engine mode: no Kargo controller runs
+here) and the real Argo Rollouts controller (AnalysisRuns only) in ``.dev/``, plus the
+small HTTP service the example AnalysisTemplate's ``web`` metric asks. It applies
+``examples/`` into namespace ``rollgate-demo``, prints what to export and what to try,
+then streams the webhook and reconciler logs until Ctrl-C or SIGTERM, when everything
+is torn down.
 
 The reconciler is started but not required: if it is missing or crashes, the
 playground still serves admission and says so.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -20,17 +24,54 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import controlplane
+import kargo
 
 REPO = controlplane.REPO_ROOT
 DEMO_NAMESPACE = "rollgate-demo"
-# The example Freight (examples/freight.yaml) as Kargo records a promotion.
-PROMOTE = (
-    '{"status":{"freightHistory":[{"items":{"Warehouse/guestbook":'
-    '{"name":"9d5c2ad6e7c7e5fa4a64f4d0a8d5c2a5b0c6e3f1"}}}]}}'
-)
+# The example Freight (examples/freight.yaml) and the Stage it is promoted to.
+DEMO_FREIGHT = {"guestbook": "9d5c2ad6e7c7e5fa4a64f4d0a8d5c2a5b0c6e3f1"}
+DEMO_STAGE = "test"
+# examples/analysistemplate.yaml's web metric asks this address (a Stage arg).
+DEMO_HEALTH_PORT = 18089
+
+
+class DemoHealth(BaseHTTPRequestHandler):
+    """The guestbook's stand-in health endpoint: ``{"status": "ok"}`` (edit nothing:
+    the example template succeeds on it)."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"status": "ok", "path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def start_demo_health() -> ThreadingHTTPServer | None:
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", DEMO_HEALTH_PORT), DemoHealth)
+    except OSError as err:
+        print(f"[dev] cannot serve the demo health endpoint on 127.0.0.1:{DEMO_HEALTH_PORT}"
+              f" ({err}); verifications of the example Stage will end in Error",
+              file=sys.stderr)
+        return None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def promote_command(ns: str) -> str:
+    """The command that plays Kargo finishing a promotion of the example Freight."""
+    patch = kargo.promotion_patch_json(None, DEMO_FREIGHT, promotion="test.demo")
+    return (f"kubectl patch -n {ns} stage {DEMO_STAGE} --subresource=status --type=merge "
+            f"-p {shlex.quote(patch)}")
 
 
 def follow(path: Path, prefix: str, stop: threading.Event) -> None:
@@ -74,9 +115,9 @@ def apply_examples(plane: controlplane.ControlPlane) -> None:
 
 def start_reconciler(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
     try:
-        # Production defaults (all namespaces, leader election on), so what works here
-        # works the same in a cluster.
-        proc = plane.start_reconciler()
+        # Production defaults (all namespaces, leader election on) except that rollgate
+        # verifies Stages itself here (engine): no Kargo controller runs in `make dev`.
+        proc = plane.start_reconciler("--stage-verification=engine")
         proc.wait_ready(30)
         return proc
     except controlplane.ControlPlaneError as err:
@@ -85,7 +126,21 @@ def start_reconciler(plane: controlplane.ControlPlane) -> controlplane.ManagedPr
         return None
 
 
-def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
+def start_rollouts(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
+    try:
+        return plane.start_rollouts_controller()
+    except controlplane.ControlPlaneError as err:
+        print(f"[dev] the Argo Rollouts controller did not start; runs will not execute.\n"
+              f"{err}", file=sys.stderr)
+        return None
+
+
+def running(proc: controlplane.ManagedProcess | None) -> str:
+    return f"running (metrics: {proc.url}/metrics)" if proc else "NOT running (see above)"
+
+
+def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedProcess | None,
+           rollouts: controlplane.ManagedProcess | None) -> str:
     kubectl_dir = plane.binaries.kubectl.parent
     ns = DEMO_NAMESPACE
     examples = REPO / "examples"
@@ -94,7 +149,10 @@ def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
         "",
         "rollgate dev control plane is up "
         f"(started in {plane.timings.get('total', 0):.1f}s; logs in {plane.logs_dir}).",
-        f"reconciler: {'running' if reconciler_ok else 'NOT running (see above)'}",
+        f"reconciler: {running(reconciler)}",
+        f"argo rollouts controller: {running(rollouts)}",
+        f"webhook metrics: {plane.webhook_url}/metrics "
+        f"(TLS, CA in {plane.work_dir}/webhook-certs/ca.crt)",
         "",
         "In another shell:",
         f"  export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}",
@@ -104,16 +162,14 @@ def banner(plane: controlplane.ControlPlane, reconciler_ok: bool) -> str:
         f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml   # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/defaulting/                   # defaulted + warnings",
-        f"  kubectl get -n {ns} rolloutmanager defaulted -o yaml             # sha256 lowercased",
         f"  kubectl get -n {ns} configmap argo-rollouts-config -o yaml       # synced plugins",
-        "  # promote the example Freight to Stage `test` (as Kargo would), watch the run:",
-        f"  kubectl patch -n {ns} stage test --subresource=status --type=merge -p "
-        f"{shlex.quote(PROMOTE)}",
-        f"  kubectl get -n {ns} stages,analysisruns",
-        "  # finish the run as the Argo Rollouts controller would; the freight is verified:",
-        f"  kubectl patch -n {ns} analysisrun <name> --type=merge "
-        """-p '{"status":{"phase":"Successful"}}'""",
-        f"  kubectl get -n {ns} stages; kubectl get -n {ns} freight -o yaml",
+        "  # Kargo finishes promoting the example Freight to Stage `test` (this plays it):",
+        f"  {promote_command(ns)}",
+        "  # rollgate starts an AnalysisRun; the real Argo Rollouts controller runs it:",
+        f"  kubectl get -n {ns} analysisruns",
+        f"  kubectl wait -n {ns} stage/{DEMO_STAGE} --for=condition=Verified --timeout=60s",
+        f"  kubectl get -n {ns} stage {DEMO_STAGE} -o yaml  # verificationHistory",
+        f"  kubectl get -n {ns} freight -o jsonpath='{{.items[*].status.verifiedIn}}'",
         "",
         "Ctrl-C stops everything.",
         "",
@@ -134,17 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     plane = controlplane.ControlPlane(work_dir=args.work_dir, verbose=True)
     stop = threading.Event()
+    health: ThreadingHTTPServer | None = None
     try:
         plane.start()
         reconciler = None if args.no_reconciler else start_reconciler(plane)
+        rollouts = None if args.no_reconciler else start_rollouts(plane)
+        health = start_demo_health()
         apply_examples(plane)
-        print(banner(plane, reconciler is not None), flush=True)
+        print(banner(plane, reconciler, rollouts), flush=True)
         followed = [("[webhook]", plane.logs_dir / "webhook.log")]
         if reconciler is not None:
             followed.append(("[reconciler]", reconciler.log_path))
         for prefix, path in followed:
             threading.Thread(target=follow, args=(path, prefix, stop), daemon=True).start()
-        core = [p for p in plane.processes if p is not reconciler]
+        core = [p for p in plane.processes if p not in (reconciler, rollouts)]
         while True:
             dead = [p for p in core if not p.alive()]
             if dead:
@@ -165,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A second Ctrl-C must not cut the teardown short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         stop.set()
+        if health is not None:
+            health.shutdown()
         plane.stop()
 
 

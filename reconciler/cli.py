@@ -45,6 +45,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--identity", default=f"{socket.gethostname()}_{os.getpid()}")
     p.add_argument("--controllers", type=_csv, default=list(controllers.DEFAULT),
                    help="comma list (default: " + ",".join(controllers.DEFAULT) + ")")
+    p.add_argument("--stage-verification", choices=controllers.VERIFICATION_MODES,
+                   default="observe",
+                   help="engine: rollgate verifies Stages (only where no Kargo controller "
+                        "does); observe (default): read-only metrics and Warning events about "
+                        "Kargo's own verification; off")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")
@@ -61,7 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     selected = []
     for name in args.controllers:
         try:
-            selected.append(controllers.load(name))
+            loaded = controllers.load(name, vars(args))
+            if loaded is not None:
+                selected.append(loaded)
         except controllers.UnknownController as exc:
             log.error("%s", exc)
             return 2

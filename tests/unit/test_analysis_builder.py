@@ -22,7 +22,7 @@ from schemas.names import label_value_problem
 
 NS = "shop"
 FREIGHT = ["f-b", "f-a"]
-COLLECTION = hashlib.sha1(b"f-a\nf-b").hexdigest()
+COLLECTION = hashlib.sha1(b"f-a,f-b").hexdigest()  # Kargo: sorted names joined by ","
 
 
 def stage(*templates, args=None, metadata=None, name="prod", spelling="analysis"):
@@ -389,12 +389,12 @@ def test_labels_annotations_and_owner_reference():
         "uid": "uid-1", "controller": True, "blockOwnerDeletion": False,
     }]
     assert meta["name"].endswith(".3")
-    assert run_labels("prod", FREIGHT, 3).items() <= meta["labels"].items()
+    assert run_labels("prod", COLLECTION, 3).items() <= meta["labels"].items()
 
 
 def test_freight_collection_id_ignores_order():
     assert freight_collection_id(["b", "a"]) == freight_collection_id(["a", "b"]) == (
-        hashlib.sha1(b"a\nb").hexdigest())
+        hashlib.sha1(b"a,b").hexdigest())
     assert freight_collection_id(["one"]) == hashlib.sha1(b"one").hexdigest()
 
 
@@ -420,12 +420,13 @@ def test_name_at_the_limit_is_not_shortened():
     assert run_name(name, COLLECTION, 1) == name + suffix
 
 
-def test_long_stage_label_value_is_shortened_and_full_value_annotated():
+def test_long_stage_label_value_is_shortened_as_kargo_does_and_full_value_annotated():
     name = "stage-" + "x" * 70
     run = build(stage("a", name=name), tmpl("a", metrics=["m"]))
     label = run["metadata"]["labels"]["kargo.akuity.io/stage"]
     assert len(label) == 63
-    assert label == name[:52] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
+    # Kargo's kubernetes.ShortenLabelValue: HashShorten(value, 63, "-", 8).
+    assert label == name[:54] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     assert run["metadata"]["annotations"]["kargo.akuity.io/stage"] == name
     assert label_value(name) == label
 
@@ -435,13 +436,12 @@ def test_short_label_values_get_no_annotation():
     assert "kargo.akuity.io/stage" not in run["metadata"]["annotations"]
 
 
-@pytest.mark.parametrize("tail", [".-", "-", "_", ".", "-_."])
-def test_label_shortening_is_exactly_52_characters_dash_10_hex(tail):
-    # DESIGN.md fixes the form; a 52nd character of "." "-" or "_" is kept because a
-    # label value may have them in the middle (only its ends must be alphanumeric).
-    value = "a" * (52 - len(tail)) + tail + "b" * 20
+@pytest.mark.parametrize("tail", ["-", "--", "_", "."])
+def test_label_shortening_trims_only_dashes_before_the_hash_as_kargo(tail):
+    value = "a" * (54 - len(tail)) + tail + "b" * 20
     short = label_value(value)
-    assert short == value[:52] + "-" + hashlib.sha256(value.encode()).hexdigest()[:10]
+    prefix = value[:54].rstrip("-")
+    assert short == prefix + "-" + hashlib.sha256(value.encode()).hexdigest()[:8]
     assert label_value_problem(short) is None
 
 
@@ -477,7 +477,7 @@ def test_run_labels_are_exactly_the_built_runs_labels_even_when_shortened():
     # Adoption compares a run's labels with run_labels: they must never drift apart.
     name = "stage-" + "y" * 80
     run = build(stage("a", name=name), tmpl("a", metrics=["m"]), attempt=7)
-    assert run_labels(name, FREIGHT, 7) == run["metadata"]["labels"]
+    assert run_labels(name, COLLECTION, 7) == run["metadata"]["labels"]
 
 
 # ------------------------------------------------------------ templates the merge cannot read

@@ -370,7 +370,7 @@ def test_workers_never_process_one_key_concurrently_and_rerun_a_key_added_meanwh
 
 
 def test_a_requested_controller_that_fails_to_import_stops_the_start(monkeypatch, caplog):
-    def broken(name):
+    def broken(name, options=None):
         if name == "stage-verification":
             raise ImportError(f"cannot import {name}")
         return object()  # the other one loads fine
