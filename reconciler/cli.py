@@ -7,18 +7,42 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import controllers
+from .plugin_audit import FLAG_MODES
+from .plugin_digests import DownloadLimits, check_ca_file
 from .runtime import logs
 from .runtime.kube import load_api_client
 from .runtime.manager import Manager
 
 log = logging.getLogger("reconciler")
+_LIMITS = DownloadLimits()  # the defaults of the download flags
 
 
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _ca_file(value: str) -> str:
+    try:
+        check_ca_file(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    def parse(value: str) -> int | float:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, got {value}")
+        return number
+
+    return parse
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -56,6 +80,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resync-period", type=float, default=300.0, help="seconds (default 300)")
     p.add_argument("--rollouts-deployment", default="argo-rollouts")
     p.add_argument("--allow-http-plugins", action="store_true")
+    p.add_argument("--plugins-mode", choices=FLAG_MODES, default="auto",
+                   help="auto (default): per namespace, audit where argo-rollouts-manager "
+                        "controls the argo-rollouts Deployment, sync where the Deployment has "
+                        "no such controller, nothing until it exists; sync; audit (write "
+                        "nothing, report differences as Warning events and metrics)")
+    p.add_argument("--plugins-ca-file", type=_ca_file, default=None,
+                   help="PEM CA bundle trusted, besides the system CAs, when downloading "
+                        "plugins for the digest pre-flight")
+    p.add_argument("--plugins-max-download-bytes", type=_positive(int),
+                   default=_LIMITS.max_bytes,
+                   help=f"size cap of one plugin download (default {_LIMITS.max_bytes})")
+    p.add_argument("--plugins-download-timeout", type=_positive(float),
+                   default=_LIMITS.timeout,
+                   help=f"seconds for one plugin download, redirects included (default "
+                        f"{_LIMITS.timeout:g})")
     p.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     return p
 

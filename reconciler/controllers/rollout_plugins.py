@@ -1,8 +1,21 @@
 """RolloutManager plugins controller: ``spec.plugins`` -> ``argo-rollouts-config``.
 
 Work is per namespace, because the ConfigMap and the Argo Rollouts Deployment are per
-namespace: the oldest RolloutManager there (creationTimestamp, then name) owns the two
-plugin keys; the others only get a ``PluginsSynced=False`` condition naming the owner.
+namespace. What happens there depends on ``--plugins-mode`` (``plugin_audit``):
+
+- sync (auto: the ``argo-rollouts`` Deployment exists and no RolloutManager controls
+  it): the oldest RolloutManager (creationTimestamp, then name) owns the two plugin
+  keys; the others only get a ``PluginsSynced=False`` condition naming the owner.
+  Before anything is written, the digests of remote plugins are proven by downloading
+  them (``plugin_digests``): a mismatch or a failed download writes nothing but the
+  condition, because Argo Rollouts would exit at start.
+- audit (auto: argo-rollouts-manager controls the Deployment): nothing is written at all,
+  not even status; differences between the spec and the operator's rendering, and
+  failed digest pre-flights, become Warning events (each once per generation) and
+  metrics.
+- waiting (auto: no Deployment yet): only ``PluginsSynced=Unknown``, because the
+  operator creates the Deployment after the RolloutManager and writing first would
+  start a fight with it.
 
 Writes are minimal on purpose. The ConfigMap is written with server-side apply of only
 the two keys (field manager ``rollgate``, force), so every other key, label and
@@ -27,7 +40,26 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.conditions import set_condition
+from reconciler.conditions import Status, set_condition
+from reconciler.plugin_audit import (
+    FLAG_MODES,
+    REASONS,
+    Finding,
+    Mode,
+    audited_manager,
+    compare_with_operator,
+    namespace_mode,
+    new_findings,
+)
+from reconciler.plugin_digests import (
+    DigestVerifier,
+    DownloadLimits,
+    PluginDigest,
+    https_fetcher,
+    preflight,
+    problems,
+)
+from reconciler.plugin_metrics import PluginMetrics
 from reconciler.plugins import (
     CONFIG_MAP_NAME,
     MANAGED_KEYS,
@@ -41,26 +73,23 @@ from reconciler.plugins import (
     render_plugin_config,
     unlisted_entries,
 )
-from reconciler.runtime.rest import (
-    APPLY_PATCH,
-    JSON_PATCH,
-    MERGE_PATCH,
-    Rest,
-    is_conflict,
-    is_not_found,
-)
+from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found
+from reconciler.runtime.status import write_status
 from reconciler.runtime.types import (
     CONFIG_MAP,
     DEPLOYMENT,
     ROLLOUT_MANAGER,
     Cache,
+    Client,
     Context,
     Key,
     Obj,
+    Requeue,
     Resource,
     object_key,
 )
 from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
+from schemas.plugins import manager_age_key
 
 log = logging.getLogger("reconciler.rollout_plugins")
 
@@ -70,6 +99,9 @@ DEFAULT_DEPLOYMENT = "argo-rollouts"
 # The checksum of "no plugins": a Deployment without the annotation has loaded none,
 # so it must not be restarted just to record that nothing is configured.
 EMPTY_CHECKSUM = checksum({})
+# A failed download is retried this much later (the server may be back); a mismatch
+# waits for a spec change or the periodic resync.
+DOWNLOAD_RETRY_SECONDS = 60.0
 
 
 # --- pure helpers ------------------------------------------------------------------------
@@ -86,16 +118,14 @@ def is_deleting(obj: Mapping[str, Any]) -> bool:
 def owner_of(rollout_managers: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The RolloutManager that owns the namespace's plugin keys: the oldest one.
 
-    RFC 3339 timestamps in UTC ("...Z") sort lexically in time order; the name breaks
-    ties (same-second creations), so every replica and every run agrees on the owner.
-    RolloutManagers being deleted are out of the running, so ownership moves on at once.
+    ``schemas.plugins.manager_age_key`` orders them (the webhook's "second RolloutManager"
+    warning uses the same key, so it names this owner). RolloutManagers being deleted are
+    out of the running, so ownership moves on at once.
     """
     live = [rm for rm in rollout_managers if not is_deleting(rm)]
     if not live:
         return None
-    return min(
-        live, key=lambda rm: (_meta(rm).get("creationTimestamp") or "", _meta(rm).get("name"))
-    )
+    return min(live, key=manager_age_key)
 
 
 def pod_template_checksum(deployment: Mapping[str, Any] | None) -> str:
@@ -186,15 +216,30 @@ class RolloutPluginsController:
     name = "rollout-plugins"
     primary = ROLLOUT_MANAGER
 
-    def __init__(self, rollouts_deployment: str = DEFAULT_DEPLOYMENT) -> None:
+    def __init__(
+        self,
+        rollouts_deployment: str = DEFAULT_DEPLOYMENT,
+        *,
+        verifier: DigestVerifier | None = None,
+        metrics: PluginMetrics | None = None,
+    ) -> None:
         self._cache: Cache | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._injected_verifier = verifier
+        self.metrics = metrics or PluginMetrics()
+        self._registries: set[int] = set()  # registries that serve self.metrics
+        # Audit mode, per namespace: (RolloutManager uid, generation) and what was
+        # reported for it / the pre-flight results for it. Memory only; a new process
+        # reports each finding once more.
+        self._reported: dict[str, tuple[tuple[str, Any], frozenset[tuple[str, str]]]] = {}
+        self._audit_digests: dict[str, tuple[tuple[str, Any], list[PluginDigest]]] = {}
         self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
         self.configure({"rollouts_deployment": rollouts_deployment})
 
     def configure(self, options: Mapping[str, Any], cache: Cache | None = None) -> None:
-        """Take the Deployment name from the flags and the runtime's shared cache.
+        """Take the Deployment name and download settings from the flags, and the
+        runtime's shared cache.
 
         The runtime calls this before it reads ``watches``, so the Deployment informer
         selects that name. The cache is kept because ``map_event`` gets no Context and
@@ -203,11 +248,26 @@ class RolloutPluginsController:
         """
         if cache is not None:
             self._cache = cache
+        mode = str(options.get("plugins_mode") or "auto")
+        if mode not in FLAG_MODES:
+            raise ValueError(f"--plugins-mode must be one of {', '.join(FLAG_MODES)}, not {mode!r}")
         self.deployment_name = str(options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT)
         self.deployments = DEPLOYMENT.named(self.deployment_name)
         self.watches: tuple[Resource, ...] = (
             ROLLOUT_MANAGER, self.config_maps, self.deployments,
         )
+        defaults = DownloadLimits()
+        limits = DownloadLimits(
+            max_bytes=int(options.get("plugins_max_download_bytes") or defaults.max_bytes),
+            timeout=float(options.get("plugins_download_timeout") or defaults.timeout),
+        )
+        self.verifier = self._injected_verifier
+        if self.verifier is None:
+            self.verifier = DigestVerifier(https_fetcher(
+                ca_file=options.get("plugins_ca_file") or None,
+                limits=limits,
+                allow_http=bool(options.get("allow_http_plugins")),
+            ))
 
     # -- event mapping ----------------------------------------------------------------
 
@@ -268,9 +328,10 @@ class RolloutPluginsController:
         event needs no RM name; a per-namespace lock keeps two workers from writing the
         same ConfigMap (and emitting the same event) at once.
         """
+        self._serve_metrics(ctx)
         with self._lock_for(key.namespace):
             try:
-                self._reconcile(key, ctx, Rest(ctx.api))
+                self._reconcile(key, ctx, ctx.client)
             except ApiException as exc:
                 if not namespace_terminating(exc):
                     raise
@@ -278,16 +339,42 @@ class RolloutPluginsController:
                 # there only fills the log until the RolloutManager's delete arrives.
                 log.debug("namespace terminating, nothing to do", extra={"key": str(key)})
 
+    def _serve_metrics(self, ctx: Context) -> None:
+        """Add this controller's metrics to the runtime's registry (once), so they are
+        on the same /metrics."""
+        registry = getattr(ctx.metrics, "registry", None)
+        if registry is None or id(registry) in self._registries:
+            return
+        with self._locks_guard:
+            if id(registry) not in self._registries:
+                for collector in self.metrics.collectors:
+                    registry.register(collector)
+                self._registries.add(id(registry))
+
     def _lock_for(self, namespace: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(namespace, threading.Lock())
 
-    def _reconcile(self, key: Key, ctx: Context, rest: Rest) -> None:
-        owner = owner_of(ctx.cache.list(ROLLOUT_MANAGER, key.namespace))
+    def _mode(self, namespace: str, ctx: Context) -> tuple[Mode, Obj | None]:
+        deployment = ctx.cache.get(self.deployments, namespace, self.deployment_name)
+        flag = str(ctx.options.get("plugins_mode") or "auto")
+        return namespace_mode(flag, deployment), deployment
+
+    def _reconcile(self, key: Key, ctx: Context, rest: Client) -> None:
+        rms = ctx.cache.list(ROLLOUT_MANAGER, key.namespace)
+        owner = owner_of(rms)
+        mode, deployment = self._mode(key.namespace, ctx)
         if owner is None:
-            self._release(key.namespace, ctx, rest)
+            self._forget(key.namespace)
+            if mode != "audit":
+                self._release(key.namespace, ctx, rest)
             return
+        self.metrics.set_mode(key.namespace, mode)
         owner = with_kind(owner, ROLLOUT_MANAGER)
+        if mode == "audit":
+            self._audit(key.namespace, rms, deployment, owner, ctx)
+            return
+        self._forget_audit(key.namespace)
         owner_name = _meta(owner).get("name")
         rm = ctx.cache.get(ROLLOUT_MANAGER, key.namespace, key.name)
         if rm is not None and not is_deleting(rm) and key.name != owner_name:
@@ -303,14 +390,99 @@ class RolloutPluginsController:
                 event_type="Warning",
             )
             return
+        if mode == "waiting":
+            self._set_condition(
+                owner, ctx, rest,
+                status="Unknown",
+                reason="WaitingForDeployment",
+                message=(
+                    f'Deployment "{self.deployment_name}" does not exist in namespace '
+                    f'"{key.namespace}" yet; nothing is written until it does. If '
+                    "argo-rollouts-manager creates it (controlled by a RolloutManager), "
+                    "rollgate only audits the plugins there and writes nothing, this "
+                    "condition included; otherwise it syncs them"
+                ),
+            )
+            return
         self._sync(owner, ctx, rest)
 
-    def _sync(self, rm: Obj, ctx: Context, rest: Rest) -> None:
-        namespace = _meta(rm).get("namespace") or ""
-        try:
-            data, digest = render_plugin_config(
-                rm, allow_http_plugins=bool(ctx.options.get("allow_http_plugins"))
+    def _forget_audit(self, namespace: str) -> None:
+        self._reported.pop(namespace, None)
+        self._audit_digests.pop(namespace, None)
+        self.metrics.set_findings(namespace, ())
+
+    def _forget(self, namespace: str) -> None:
+        """No RolloutManager left in the namespace: drop its state and series."""
+        self._reported.pop(namespace, None)
+        self._audit_digests.pop(namespace, None)
+        self.metrics.forget(namespace)
+
+    # -- audit: next to argo-rollouts-manager, write nothing ---------------------------
+
+    def _audit(
+        self, namespace: str, rms: list[Obj], deployment: Obj | None, owner: Obj,
+        ctx: Context,
+    ) -> None:
+        """Compare the operator's rendering with the spec and report what differs.
+
+        Reads the cache only and writes nothing but Events: not the ConfigMap, not the
+        Deployment, not the RolloutManager's status (the operator owns all three).
+        """
+        rm = with_kind(audited_manager(rms, deployment, owner) or owner, ROLLOUT_MANAGER)
+        allow_http = bool(ctx.options.get("allow_http_plugins"))
+        config_map = ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)
+        findings = compare_with_operator(rm, config_map, allow_http_plugins=allow_http)
+        digests = self._audit_preflight(namespace, rm, allow_http)
+        findings.extend(
+            Finding(
+                "digest-mismatch" if d.check.outcome == "mismatch" else "download-failed",
+                f"{d.path} {d.check.location} {d.check.expected}",
+                f"{d.describe()}: Argo Rollouts exits at start when it loads this plugin",
             )
+            for d in problems(digests)
+        )
+        self.metrics.set_findings(namespace, [f.kind for f in findings])
+        self._report(namespace, rm, findings, ctx)
+        if any(d.check.outcome == "failed" for d in digests):
+            raise Requeue(after=DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
+
+    def _audit_preflight(self, namespace: str, rm: Obj, allow_http: bool) -> list[PluginDigest]:
+        """Pre-flight once per generation of the RolloutManager while it passes; again on
+        each pass while it does not (the verifier's cache paces the downloads)."""
+        meta = _meta(rm)
+        ident = (str(meta.get("uid") or ""), meta.get("generation"))
+        last = self._audit_digests.get(namespace)
+        if last is not None and last[0] == ident and not problems(last[1]):
+            return last[1]
+        results = preflight(rm, self.verifier, allow_http=allow_http)
+        self.metrics.count_checks(results)
+        self._audit_digests[namespace] = (ident, results)
+        return results
+
+    def _report(self, namespace: str, rm: Obj, findings: list[Finding], ctx: Context) -> None:
+        """A Warning event for each finding not reported for this generation yet."""
+        meta = _meta(rm)
+        ident = (str(meta.get("uid") or ""), meta.get("generation"))
+        last = self._reported.get(namespace)
+        reported = last[1] if last is not None and last[0] == ident else None
+        fresh = new_findings(findings, reported)
+        for finding in fresh:
+            ctx.events.emit(rm, type="Warning", reason=REASONS[finding.kind],
+                            message=finding.message)
+        if fresh:
+            log.info(
+                "plugins audit: differences from argo-rollouts-manager's rendering",
+                extra={"namespace": namespace, "findings": [f.kind for f in findings]},
+            )
+        self._reported[namespace] = (ident, frozenset(f.key for f in findings))
+
+    # -- sync -------------------------------------------------------------------------
+
+    def _sync(self, rm: Obj, ctx: Context, rest: Client) -> None:
+        namespace = _meta(rm).get("namespace") or ""
+        allow_http = bool(ctx.options.get("allow_http_plugins"))
+        try:
+            data, digest = render_plugin_config(rm, allow_http_plugins=allow_http)
         except InvalidPluginSpec as err:
             self._set_condition(
                 rm, ctx, rest,
@@ -324,6 +496,14 @@ class RolloutPluginsController:
             )
             return
 
+        if self._write_pending(namespace, data, digest, ctx):
+            # Only before a write: an unchanged plugin set restarts nothing, so there
+            # is nothing to prove (and a restarted reconciler downloads nothing).
+            checked = preflight(rm, self.verifier, allow_http=allow_http)
+            self.metrics.count_checks(checked)
+            if problems(checked):
+                self._refuse(rm, problems(checked), ctx, rest)
+                return
         self._write_config_map(rm, namespace, data, ctx, rest)
         rollout_note = self._restart_rollouts(rm, namespace, digest, ctx, rest)
         self._set_condition(
@@ -336,8 +516,35 @@ class RolloutPluginsController:
             ),
         )
 
+    def _write_pending(
+        self, namespace: str, data: dict[str, str], digest: str, ctx: Context
+    ) -> bool:
+        """Whether this pass would write the ConfigMap or roll the Deployment."""
+        if not in_sync(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME), data):
+            return True
+        deployment = ctx.cache.get(self.deployments, namespace, self.deployment_name)
+        return deployment is not None and pod_template_checksum(deployment) != digest
+
+    def _refuse(self, rm: Obj, bad: list[PluginDigest], ctx: Context, rest: Client) -> None:
+        """A digest could not be proven: write nothing but the condition saying why."""
+        mismatch = any(d.check.outcome == "mismatch" for d in bad)
+        self._set_condition(
+            rm, ctx, rest,
+            status="False",
+            reason="DigestMismatch" if mismatch else "DownloadFailed",
+            message=(
+                "; ".join(d.describe() for d in bad)
+                + f". ConfigMap {CONFIG_MAP_NAME} and Deployment \"{self.deployment_name}\" "
+                "were left as they were: Argo Rollouts exits at start when a plugin's "
+                "digest does not match"
+            ),
+            event_type="Warning",
+        )
+        if not mismatch:
+            raise Requeue(after=DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
+
     def _write_config_map(
-        self, rm: Obj, namespace: str, data: dict[str, str], ctx: Context, rest: Rest
+        self, rm: Obj, namespace: str, data: dict[str, str], ctx: Context, rest: Client
     ) -> None:
         if in_sync(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME), data):
             return
@@ -376,7 +583,7 @@ class RolloutPluginsController:
         )
 
     def _restart_rollouts(
-        self, rm: Obj, namespace: str, digest: str, ctx: Context, rest: Rest
+        self, rm: Obj, namespace: str, digest: str, ctx: Context, rest: Client
     ) -> str:
         """Roll the Argo Rollouts Deployment when the rendered content changed.
 
@@ -387,11 +594,15 @@ class RolloutPluginsController:
             f'Deployment "{name}" not found in namespace "{namespace}": '
             "the plugins will load when it starts"
         )
+        # The same words whether this pass rolled it or an earlier one did: a condition
+        # message that changes on the pass after a rollout is a status write for nothing
+        # (the RolloutsRestarted event tells when it rolled).
+        loaded = f'Deployment "{name}" has this plugin configuration in its pod template'
         cached = ctx.cache.get(self.deployments, namespace, name)
         if cached is None:
             return not_found
         if pod_template_checksum(cached) == digest:
-            return f'Deployment "{name}" runs with this plugin configuration'
+            return loaded
         live = rest.get(DEPLOYMENT, namespace, name)
         if live is None:
             return not_found
@@ -404,9 +615,9 @@ class RolloutPluginsController:
                     f"(checksum {digest[:12]})"
                 ),
             )
-        return f'Deployment "{name}" rolled to load this plugin configuration'
+        return loaded
 
-    def _release(self, namespace: str, ctx: Context, rest: Rest) -> None:
+    def _release(self, namespace: str, ctx: Context, rest: Client) -> None:
         """No RolloutManager in the namespace: remove the keys rollgate wrote.
 
         Only keys rollgate owns are removed; keys it never wrote belong to whoever uses
@@ -452,13 +663,13 @@ class RolloutPluginsController:
         # Argo Rollouts controller restarts only if its plugin set really changed.
         self._annotate_deployment(namespace, checksum(left), rest)
 
-    def _annotate_deployment(self, namespace: str, digest: str, rest: Rest) -> None:
+    def _annotate_deployment(self, namespace: str, digest: str, rest: Client) -> None:
         deployment = rest.get(DEPLOYMENT, namespace, self.deployment_name)
         if deployment is None or pod_template_checksum(deployment) == digest:
             return
         self._patch_checksum(namespace, digest, rest)
 
-    def _patch_checksum(self, namespace: str, digest: str, rest: Rest) -> None:
+    def _patch_checksum(self, namespace: str, digest: str, rest: Client) -> None:
         """Set the Deployment's pod-template checksum annotation (a rolling restart).
 
         A merge patch of one pod-template annotation: the Deployment's own rolling
@@ -478,58 +689,32 @@ class RolloutPluginsController:
         self,
         rm: Obj,
         ctx: Context,
-        rest: Rest,
+        rest: Client,
         *,
-        status: str,
+        status: Status,
         reason: str,
         message: str,
         event_type: str | None = None,
     ) -> None:
-        """Write ``PluginsSynced`` to the status subresource when it changed.
+        """Write ``PluginsSynced`` when it changed, other conditions kept as they are.
 
-        Other conditions are kept as they are (set_condition); the resourceVersion in the
-        merge patch makes it an optimistic-concurrency write, so a concurrent status
-        change is retried rather than overwritten.
+        Through the runtime's status helper: one merge patch of ``status.conditions``
+        carrying the resourceVersion, so a write from a stale view is refused (409) and
+        the runtime reconciles again from the newer object instead of overwriting it.
         """
-        updated = self._patch_condition(rm, rest, status=status, reason=reason, message=message)
-        if updated and event_type:
+        meta = _meta(rm)
+        current = list((rm.get("status") or {}).get("conditions") or [])
+        updated = set_condition(
+            current,
+            type=CONDITION,
+            status=status,
+            reason=reason,
+            message=message,
+            observed_generation=meta.get("generation"),
+            now=datetime.now(UTC),
+        )
+        if updated == current:
+            return
+        written = write_status(rest, ctx.cache, ROLLOUT_MANAGER, rm, {"conditions": updated})
+        if written is not None and event_type:
             ctx.events.emit(rm, type=event_type, reason=reason, message=message)
-
-    def _patch_condition(
-        self, rm: Obj, rest: Rest, *, status: str, reason: str, message: str
-    ) -> bool:
-        """Patch the condition; True when something was written.
-
-        The cached RolloutManager is often one status write behind (our own previous
-        write), so a 409 is answered once with a fresh read instead of a logged retry.
-        """
-        for attempt in range(2):
-            meta = _meta(rm)
-            current = list((rm.get("status") or {}).get("conditions") or [])
-            updated = set_condition(
-                current,
-                type=CONDITION,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=meta.get("generation"),
-                now=datetime.now(UTC),
-            )
-            if updated == current:
-                return False
-            try:
-                rest.patch(
-                    ROLLOUT_MANAGER, meta.get("namespace") or "", meta["name"],
-                    {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                     "status": {"conditions": updated}},
-                    content_type=MERGE_PATCH, subresource="status", field_manager=FIELD_MANAGER,
-                )
-                return True
-            except ApiException as exc:
-                if not is_conflict(exc) or attempt:
-                    raise
-            fresh = rest.get(ROLLOUT_MANAGER, meta.get("namespace") or "", meta["name"])
-            if fresh is None or _meta(fresh).get("uid") != meta.get("uid"):
-                return False  # deleted (or replaced) meanwhile: its own events take over
-            rm = fresh
-        return False

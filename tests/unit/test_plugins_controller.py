@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.controllers import rollout_plugins
 from reconciler.controllers.rollout_plugins import (
     EMPTY_CHECKSUM,
     RolloutPluginsController,
@@ -300,14 +299,13 @@ class Events:
         self.emitted.append((reason, message))
 
 
-def release(fake: FakeRest, monkeypatch: pytest.MonkeyPatch) -> Events:
+def release(fake: FakeRest) -> Events:
     """Reconcile a namespace whose last RolloutManager is gone."""
     controller = RolloutPluginsController()
     stores = {r: Store(r) for r in controller.watches}
     stores[controller.config_maps].upsert(fake.config_map())
-    monkeypatch.setattr(rollout_plugins, "Rest", lambda api: fake)
     events = Events()
-    ctx = Context(cache=CacheView(stores), api=None, events=events, options={})
+    ctx = Context(cache=CacheView(stores), client=fake, events=events, options={})
     controller.reconcile(Key("ns", "argo-rollouts-config"), ctx)
     return events
 
@@ -316,38 +314,34 @@ METRIC_VALUE = "- name: a/b\n  location: file:///x\n"
 TRAFFIC_VALUE = "- name: c/d\n  location: file:///y\n"
 
 
-def test_release_removes_a_key_another_manager_co_owns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_release_removes_a_key_another_manager_co_owns() -> None:
     fake = FakeRest(
         {METRIC_KEY: METRIC_VALUE, "other": "o"},
         {METRIC_KEY: {"rollgate", CO_OWNER}, "other": {"someone"}},
         annotation=checksum({METRIC_KEY: METRIC_VALUE}),
     )
-    events = release(fake, monkeypatch)
+    events = release(fake)
     assert fake.data == {"other": "o"}
     assert [reason for reason, _ in events.emitted] == ["PluginsRemoved"]
     assert fake.annotations["rollgate.dev/plugins-checksum"] == EMPTY_CHECKSUM
 
 
-def test_release_keeps_keys_rollgate_never_wrote_and_restarts_for_what_is_left(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_release_keeps_keys_rollgate_never_wrote_and_restarts_for_what_is_left() -> None:
     """The Deployment's checksum follows the plugins still configured, not "none"."""
     fake = FakeRest(
         {METRIC_KEY: METRIC_VALUE, TRAFFIC_KEY: TRAFFIC_VALUE},
         {METRIC_KEY: {"rollgate"}, TRAFFIC_KEY: {"someone"}},
         annotation=checksum({METRIC_KEY: METRIC_VALUE}),
     )
-    release(fake, monkeypatch)
+    release(fake)
     assert fake.data == {TRAFFIC_KEY: TRAFFIC_VALUE}
     assert fake.annotations["rollgate.dev/plugins-checksum"] == checksum(
         {TRAFFIC_KEY: TRAFFIC_VALUE})
 
 
-def test_release_of_a_config_map_deleted_meanwhile_is_done(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_release_of_a_config_map_deleted_meanwhile_is_done() -> None:
     fake = FakeRest({METRIC_KEY: METRIC_VALUE}, {METRIC_KEY: {"rollgate"}}, annotation=None)
     fake.config_map_exists = False  # the cache still has it
-    events = release(fake, monkeypatch)
+    events = release(fake)
     assert events.emitted == []
     assert fake.annotations == {}
