@@ -8,7 +8,7 @@ is valid.
 from __future__ import annotations
 
 from schemas import constants
-from schemas.defaults import default_patch, rollout_manager_default_patch, stage_default_patch
+from schemas.defaults import default_patch, rollout_manager_default_patch
 from schemas.dispatch import check
 from schemas.findings import Finding, Key, errors, render_path, warnings
 from schemas.lookups import LookupUnavailable
@@ -33,6 +33,5 @@ __all__ = [
     "ratchet",
     "render_path",
     "rollout_manager_default_patch",
-    "stage_default_patch",
     "warnings",
 ]

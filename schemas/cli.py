@@ -1,24 +1,49 @@
-"""``python -m schemas validate FILE...``: the webhook's checks, offline, for a user's CI.
+"""``python -m schemas validate|migrate``: the webhook's checks offline, for a user's CI,
+and the rewrite from ``spec.analysis`` to ``spec.verification``.
 
-Output is one line per finding, ``file: Kind/name: path: message`` (warnings with
-``warning: `` before the message), so it reads like the denial the user would get from
-``kubectl apply``. Exit codes: 0 clean (warnings allowed), 1 validation errors, 2 a file
-that cannot be read or parsed. No look-ups: offline there is no cluster to ask.
+``validate FILE|DIR...`` prints one line per finding, ``file: Kind/name: path: message``
+(warnings with ``warning: `` before the message), in the order the fields appear in the
+file, so it reads like the denial the user would get from ``kubectl apply``; then a
+summary. ``--output json`` prints one JSON document instead (with line and column of each
+finding). Exit codes: 0 clean (warnings allowed), 1 validation errors, 2 a file that
+cannot be read or parsed. No cluster is asked: the cross-object warnings use the
+templates found among the files given (see ``schemas.file_templates``).
+
+``migrate FILE|DIR...`` prints the files with ``spec.analysis`` rewritten to
+``spec.verification`` (``--write``: rewrites them in place); exit 1 when a Stage cannot
+be migrated (the reason names its field), 2 when a file cannot be read.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import json
+import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
-from typing import Any, TextIO
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn, TextIO
 
-import yaml
-
-from schemas.dispatch import check
+from schemas.constants import KIND_ROLLOUT_MANAGER, KIND_STAGE
+from schemas.dispatch import check, owned_kind
+from schemas.file_templates import FileTemplates
 from schemas.findings import Finding, Path
+from schemas.manifests import (
+    Located,
+    Source,
+    Unreadable,
+    exact_node,
+    expand_paths,
+    objects,
+    position,
+    read_source,
+)
+from schemas.migrate import legacy_findings, migrate_source
 from schemas.translate import quote_hint
 
 EXIT_OK = 0
@@ -26,88 +51,35 @@ EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads YAML the way kubectl does, as far as it matters here.
-
-    Timestamps stay strings (JSON has no date type) and non-string map keys become
-    strings, so the checks see what the API server would see.
-    """
+# ---------------------------------------------------------------- reading
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[str, Any]:
-    _refuse_duplicate_keys(loader, node)
-    mapping = loader.construct_mapping(node)
-    return {k if isinstance(k, str) else _key_text(k): v for k, v in mapping.items()}
-
-
-def _refuse_duplicate_keys(loader: _Loader, node: yaml.MappingNode) -> None:
-    """kubectl refuses a mapping with a key twice; PyYAML would keep the last value and
-    check something other than what the user will apply."""
-    seen: dict[object, yaml.Node] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # "<<" merges may override keys; that is what they are for
-        key = loader.construct_object(key_node, deep=True)
-        key = key if isinstance(key, str) else _key_text(key)
+def _sources(paths: Sequence[str], *, recursive: bool) -> tuple[list[Source], list[str]]:
+    """Every readable source, and a message for each path that could not be read."""
+    sources: list[Source] = []
+    problems: list[str] = []
+    for item in expand_paths(paths, recursive=recursive):
         try:
-            first = seen.get(key)
-        except TypeError:
-            continue  # an unhashable key: construct_mapping reports it
-        if first is not None:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"duplicate key {json.dumps(key)} (first at line {first.start_mark.line + 1})",
-                key_node.start_mark,
-            )
-        seen[key] = key_node
+            if isinstance(item, Unreadable):
+                raise item
+            sources.append(read_source(item))
+        except Unreadable as problem:
+            problems.append(str(problem))
+    return sources, problems
 
 
-def _key_text(key: object) -> str:
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    return "null" if key is None else str(key)
+def _label(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
+    return f"{obj.get('kind')}/{name}"
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-Document = tuple[object, yaml.Node | None]
-
-
-def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
-    """The node at ``part`` under ``node`` (a mapping key or a sequence index)."""
-    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-        for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
-                return value_node
-    elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and (
-            0 <= part < len(node.value)):
-        return node.value[part]
-    return None
-
-
-def _objects(document: object, node: yaml.Node | None = None
-             ) -> Iterator[tuple[dict[str, Any], yaml.Node | None]]:
-    """The objects in one YAML document, with ``kind: List`` expanded (recursively),
-    each with its YAML node (for the scalars as written)."""
-    if not isinstance(document, dict):
-        return
-    if document.get("kind") == "List" or (
-        isinstance(document.get("kind"), str)
-        and document["kind"].endswith("List")
-        and isinstance(document.get("items"), list)
-    ):
-        items_node = _child(node, "items")
-        for index, item in enumerate(document.get("items") or []):
-            yield from _objects(item, _child(items_node, index))
-        return
-    yield document, node
+# ---------------------------------------------------------------- validate
 
 
 def _value_at(obj: object, path: Path) -> object:
@@ -120,114 +92,247 @@ def _value_at(obj: object, path: Path) -> object:
     return obj
 
 
-def _as_written(finding: Finding, obj: dict[str, Any], node: yaml.Node | None) -> Finding:
+def _as_written(finding: Finding, located: Located) -> Finding:
     """A "quote it" hint with the scalar as the file spells it (``on``, not ``true``)."""
-    value = _value_at(obj, finding.path)
+    value = _value_at(located.data, finding.path)
     if finding.message != quote_hint(value):
         return finding
-    for part in finding.path:
-        node = _child(node, part)
-    if not isinstance(node, yaml.ScalarNode) or node.style is not None:
+    node = exact_node(located.node, finding.path)
+    if node is None or not hasattr(node, "style") or node.style is not None \
+            or not isinstance(node.value, str):
         return finding
     written = quote_hint(value, node.value)
     return replace(finding, message=written) if written else finding
 
 
-def _label(obj: dict[str, Any]) -> str:
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
-    return f"{obj.get('kind')}/{name}"
+@dataclass(frozen=True, slots=True)
+class _Reported:
+    file: str
+    obj: dict[str, Any]
+    finding: Finding
+    where: tuple[int, int] | None  # 1-based line and column
+
+    def text(self) -> str:
+        return f"{self.file}: {_label(self.obj)}: {self.finding}"
+
+    def record(self) -> dict[str, Any]:
+        metadata = self.obj.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        return {
+            "file": self.file,
+            "line": self.where[0] if self.where else None,
+            "column": self.where[1] if self.where else None,
+            "apiVersion": self.obj.get("apiVersion"),
+            "kind": self.obj.get("kind"),
+            "namespace": metadata.get("namespace"),
+            "name": metadata.get("name") or metadata.get("generateName"),
+            "field": self.finding.field,
+            "severity": "warning" if self.finding.warning else "error",
+            "message": self.finding.message,
+        }
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+def _in_document_order(findings: list[Finding], located: Located
+                       ) -> list[tuple[Finding, tuple[int, int] | None]]:
+    placed = [(f, position(located.node, f.path)) for f in findings]
+    # Stable: findings at one position keep the checks' order (by field path).
+    return sorted(placed, key=lambda fp: fp[1] or (0, 0))
 
 
-def _documents(text: str) -> list[Document]:
-    """Each YAML document as data and as its node tree, in one parse."""
-    loader = _Loader(text)
-    try:
-        out: list[Document] = []
-        while loader.check_node():
-            node = loader.get_node()
-            out.append((loader.construct_document(node), node))
-        return out
-    finally:
-        loader.dispose()
-
-
-def _load(path: str, err: TextIO) -> list[Document] | None:
-    try:
-        text = _read(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"{path}: cannot read file: {reason}", file=err)
-        return None
-    try:
-        return _documents(text)
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" (line {mark.line + 1}, column {mark.column + 1})"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        print(f"{path}: invalid YAML{where}: {problem}", file=err)
-        return None
-    except RecursionError:
-        print(f"{path}: invalid YAML: nested too deeply", file=err)
-        return None
-
-
-def validate(
-    paths: Sequence[str], *, allow_http_plugins: bool, out: TextIO, err: TextIO
-) -> int:
-    """Check every object in ``paths``; print findings; return the exit code."""
-    status = EXIT_OK
-    for path in paths:
-        documents = _load(path, err)
-        if documents is None:
-            status = EXIT_UNREADABLE
+def _check_sources(sources: list[Source], *, allow_http_plugins: bool
+                   ) -> tuple[list[_Reported], Counter[str]]:
+    located = [(source, obj) for source in sources for obj in objects(source)]
+    lookup = FileTemplates(obj.data for _, obj in located)
+    reported: list[_Reported] = []
+    kinds: Counter[str] = Counter()
+    for source, obj in located:
+        kind = owned_kind(obj.data)
+        kinds[kind or "other"] += 1
+        if kind is None:
             continue
-        for document, node in documents:
-            for obj, obj_node in _objects(document, node):
-                for finding in check(obj, allow_http_plugins=allow_http_plugins):
-                    finding = _as_written(finding, obj, obj_node)
-                    print(f"{path}: {_label(obj)}: {finding}", file=out)
-                    if not finding.warning and status == EXIT_OK:
-                        status = EXIT_INVALID
+        findings = check(obj.data, template_lookup=lookup,
+                         allow_http_plugins=allow_http_plugins)
+        findings += legacy_findings(obj.data, file=source.path)
+        for finding, where in _in_document_order(findings, obj):
+            reported.append(_Reported(source.path, obj.data, _as_written(finding, obj), where))
+    return reported, kinds
+
+
+def _summary(*, files: int, unreadable: int, kinds: Counter[str], errors: int,
+             warnings: int) -> str:
+    text = (f"checked {_plural(kinds[KIND_STAGE], 'Stage')} and "
+            f"{_plural(kinds[KIND_ROLLOUT_MANAGER], 'RolloutManager')} in "
+            f"{_plural(files, 'file')}")
+    if kinds["other"]:
+        text += f" ({_plural(kinds['other'], 'other object')} skipped)"
+    text += f": {_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+    if unreadable:
+        text += f"; {_plural(unreadable, 'path')} could not be read"
+    return text
+
+
+def validate(paths: Sequence[str], *, allow_http_plugins: bool = False,
+             recursive: bool = False, output: str = "text",
+             out: TextIO, err: TextIO) -> int:
+    """Check every object in ``paths``; print findings and a summary; the exit code."""
+    sources, problems = _sources(paths, recursive=recursive)
+    unreadable = len(problems)
+    for problem in problems:
+        print(problem, file=err)
+    reported, kinds = _check_sources(sources, allow_http_plugins=allow_http_plugins)
+    errors = sum(1 for r in reported if not r.finding.warning)
+    warnings = len(reported) - errors
+    status = EXIT_UNREADABLE if unreadable else EXIT_INVALID if errors else EXIT_OK
+    if output == "json":
+        document = {
+            "summary": {
+                "files": len(sources), "unreadable": unreadable,
+                "stages": kinds[KIND_STAGE], "rolloutManagers": kinds[KIND_ROLLOUT_MANAGER],
+                "skipped": kinds["other"], "errors": errors, "warnings": warnings,
+                "exitCode": status,
+            },
+            "findings": [r.record() for r in reported],
+            "unreadable": problems,
+        }
+        print(json.dumps(document, ensure_ascii=False, indent=2), file=out)
+        return status
+    for item in reported:
+        print(item.text(), file=out)
+    print(_summary(files=len(sources), unreadable=unreadable, kinds=kinds, errors=errors,
+                   warnings=warnings), file=out)
     return status
 
 
+# ---------------------------------------------------------------- migrate
+
+
+def _write_in_place(path: str, text: str) -> None:
+    """Replace ``path`` atomically (a reader never sees half a file), keeping its mode."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".migrate-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def migrate(paths: Sequence[str], *, write: bool, recursive: bool = False,
+            out: TextIO, err: TextIO) -> int:
+    """Rewrite ``spec.analysis`` as ``spec.verification`` in every file of ``paths``."""
+    if write and "-" in paths:
+        print("--write cannot rewrite stdin (-)", file=err)
+        return EXIT_UNREADABLE
+    sources, problems = _sources(paths, recursive=recursive)
+    unreadable = len(problems)
+    for problem in problems:
+        print(problem, file=err)
+    texts: list[str] = []
+    refused = 0
+    for source in sources:
+        outcome = migrate_source(source)
+        for located, finding in outcome.refused:
+            print(f"{source.path}: {_label(located.data)}: {finding}", file=err)
+        refused += len(outcome.refused)
+        if outcome.refused:
+            continue
+        for located, what in outcome.migrated:
+            print(f"{source.path}: {_label(located.data)}: {what}", file=err)
+        if not outcome.migrated:
+            print(f"{source.path}: nothing to migrate", file=err)
+        elif write:
+            _write_in_place(source.path, outcome.text)
+        texts.append(outcome.text)
+    if not write and not refused and not unreadable:
+        # Several files become one stream, as `kubectl apply -f -` reads it.
+        out.write("---\n".join(t if t.endswith("\n") or not t else t + "\n" for t in texts))
+    return EXIT_UNREADABLE if unreadable else EXIT_INVALID if refused else EXIT_OK
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a did-you-mean for a misspelt command or option."""
+
+    known: list[str] = []  # filled by _parser(): every command and option name
+
+    def error(self, message: str) -> NoReturn:
+        hint = _suggestion(message, _Parser.known)
+        super().error(f"{message}; did you mean {hint}?" if hint else message)
+
+
+def _suggestion(message: str, known: list[str]) -> str | None:
+    words = re.findall(r"'([^']*)'", message) if "invalid choice" in message else []
+    if "unrecognized arguments:" in message:
+        words = message.split("unrecognized arguments:", 1)[1].split()
+    for word in words:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            return close[0]
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m schemas",
-        description="Check rollgate's Stage and RolloutManager stanzas offline.",
+        description="Check rollgate's Stage and RolloutManager stanzas offline, and "
+        "migrate spec.analysis to spec.verification.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    files_help = ("YAML or JSON file (multi-document; other kinds are ignored), a "
+                  "directory (its .yaml, .yml and .json files), or - for stdin")
     check_files = commands.add_parser(
         "validate",
-        help="validate manifests (multi-document YAML; other kinds are ignored)",
+        help="validate manifests as the webhook would",
         description="Exit 0 when clean (warnings allowed), 1 on errors, 2 when a file "
         "cannot be read or parsed.",
     )
-    check_files.add_argument("files", nargs="+", metavar="FILE", help="YAML file, or - for stdin")
+    check_files.add_argument("files", nargs="+", metavar="FILE", help=files_help)
     check_files.add_argument(
-        "--allow-http-plugins",
-        action="store_true",
-        help="accept http:// plugin locations (as the webhook does with the same flag)",
+        "--allow-http-plugins", action="store_true",
+        help="accept http:// plugin locations (as the webhook does with the same flag)")
+    check_files.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text",
+        help="text (default): one line per finding and a summary; json: one document "
+        "with every finding (file, line, column, kind, name, field, severity, message)")
+    rewrite = commands.add_parser(
+        "migrate",
+        help="rewrite spec.analysis as spec.verification",
+        description="Print the files with spec.analysis rewritten as spec.verification "
+        "(or rewrite them with --write). Only the stanza is rewritten; comments inside "
+        "it are not kept. Exit 1 when a Stage cannot be migrated (valueFrom, an invalid "
+        "stanza, both spellings), 2 when a file cannot be read.",
     )
+    rewrite.add_argument("files", nargs="+", metavar="FILE", help=files_help)
+    rewrite.add_argument("-w", "--write", action="store_true",
+                         help="rewrite the files in place instead of printing them")
+    for sub in (check_files, rewrite):
+        sub.add_argument("-R", "--recursive", action="store_true",
+                         help="also read the subdirectories of a directory argument")
+    _Parser.known = ["validate", "migrate"] + [
+        option for sub in (check_files, rewrite) for action in sub._actions
+        for option in action.option_strings if option.startswith("--")
+    ]
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        # Non-ASCII is printed as is; a terminal that cannot show it gets escapes
+        # instead of a UnicodeEncodeError.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     args = _parser().parse_args(argv)
-    return validate(
-        args.files,
-        allow_http_plugins=args.allow_http_plugins,
-        out=sys.stdout,
-        err=sys.stderr,
-    )
+    if args.command == "migrate":
+        return migrate(args.files, write=args.write, recursive=args.recursive,
+                       out=sys.stdout, err=sys.stderr)
+    return validate(args.files, allow_http_plugins=args.allow_http_plugins,
+                    recursive=args.recursive, output=args.output,
+                    out=sys.stdout, err=sys.stderr)

@@ -1,5 +1,12 @@
 """Defaulting as RFC 6902 JSON Patches for the mutating webhook.
 
+Defaulting adds nothing that upstream treats the same when absent (DESIGN.md): a field
+added into an atomic list (``kind: AnalysisTemplate`` on a template reference,
+``clusterScope: false``) makes kubectl and Argo CD report a change on every sync, so a
+Stage gets no patch at all; every reader takes an absent ``kind`` as AnalysisTemplate and
+an absent ``clusterScope`` as false. What remains is the RolloutManager's sha256, which
+Argo Rollouts does treat differently when it is not lower-case hex.
+
 Only fields rollgate defaults are touched, every op is idempotent (a second call on the
 patched object returns ``[]``), and garbage is skipped rather than reported: mutation
 never denies (validation reports the problem once, with its field path).
@@ -7,10 +14,9 @@ never denies (validation reports the problem once, with its field path).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from schemas.constants import KIND_ANALYSIS_TEMPLATE, KIND_ROLLOUT_MANAGER, KIND_STAGE
+from schemas.constants import KIND_ROLLOUT_MANAGER
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
 from schemas.pointer import to_pointer
 
@@ -23,36 +29,6 @@ def _get(obj: object, *keys: str) -> object:
             return None
         obj = obj.get(key)
     return obj
-
-
-def _default_each(
-    entries: object, *, path: tuple[str, ...], field: str, value: object
-) -> Iterator[Op]:
-    if not isinstance(entries, list):
-        return
-    for index, entry in enumerate(entries):
-        # A null counts as absent, so it is defaulted too ("add" replaces a member).
-        if isinstance(entry, dict) and entry.get(field) is None:
-            yield {"op": "add", "path": to_pointer((*path, index, field)), "value": value}
-
-
-def stage_default_patch(stage: Any) -> list[Op]:
-    """``clusterScope: false`` on analysis templates, ``kind: AnalysisTemplate`` on
-    verification templates: the run builder can then read one explicit value."""
-    return [
-        *_default_each(
-            _get(stage, "spec", "analysis", "templates"),
-            path=("spec", "analysis", "templates"),
-            field="clusterScope",
-            value=False,
-        ),
-        *_default_each(
-            _get(stage, "spec", "verification", "analysisTemplates"),
-            path=("spec", "verification", "analysisTemplates"),
-            field="kind",
-            value=KIND_ANALYSIS_TEMPLATE,
-        ),
-    ]
 
 
 def rollout_manager_default_patch(rm: Any) -> list[Op]:
@@ -77,10 +53,8 @@ def rollout_manager_default_patch(rm: Any) -> list[Op]:
 
 
 def default_patch(obj: Any) -> list[Op]:
-    """The default patch for a Stage or RolloutManager; ``[]`` for anything else."""
+    """The default patch for a RolloutManager; ``[]`` for anything else (Stages too)."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    if kind == KIND_STAGE:
-        return stage_default_patch(obj)
     if kind == KIND_ROLLOUT_MANAGER:
         return rollout_manager_default_patch(obj)
     return []

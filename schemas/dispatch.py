@@ -25,6 +25,15 @@ def _ours(obj: dict[str, Any], kind: str) -> bool:
     return api_version.split("/", 1)[0] == _GROUPS[kind]
 
 
+def owned_kind(obj: Any) -> str | None:
+    """The kind of ``obj`` when it is one rollgate checks (a Stage or RolloutManager of
+    the right API group), else None."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if isinstance(kind, str) and kind in _GROUPS and _ours(obj, kind):
+        return kind
+    return None
+
+
 def check(
     obj: Any,
     *,
@@ -33,12 +42,10 @@ def check(
     allow_http_plugins: bool = False,
 ) -> list[Finding]:
     """Every finding for ``obj`` (errors and warnings), or ``[]`` for other kinds."""
-    if not isinstance(obj, dict):
-        return []
-    kind = obj.get("kind")
-    if kind == KIND_STAGE and _ours(obj, kind):
+    kind = owned_kind(obj)
+    if kind == KIND_STAGE:
         return check_stage(obj, template_lookup=template_lookup)
-    if kind == KIND_ROLLOUT_MANAGER and _ours(obj, kind):
+    if kind == KIND_ROLLOUT_MANAGER:
         return check_rollout_manager(
             obj, allow_http_plugins=allow_http_plugins, rollout_managers=rollout_managers
         )

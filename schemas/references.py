@@ -11,6 +11,7 @@ different way (DESIGN.md "Builder").
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -25,6 +26,10 @@ from schemas.translate import short
 # look-up (an API call in the webhook, within its admission timeout) and adds to the run's
 # size; far more than any real Stage uses, and it bounds a runaway chain of templates.
 MAX_TEMPLATES = 200
+# Bounds on the did-you-mean for undeclared Stage args (see _arg_warnings).
+_MAX_ARG_NAME = 253
+_MAX_HINT_CANDIDATES = 100
+_MAX_HINTS = 20
 
 _LIST_FIELD = {"analysis": "templates", "verification": "analysisTemplates"}
 _NAME_FIELD = {"analysis": "templateName", "verification": "name"}
@@ -165,7 +170,9 @@ def build_order(found: Iterable[Found]) -> list[Found]:
     return [f for f in found if not f.key.cluster] + [f for f in found if f.key.cluster]
 
 
-def _metric_collisions(found: Sequence[Found], list_path: Path) -> Iterator[Finding]:
+def _metric_collisions(
+    found: Sequence[Found], list_path: Path, name_field: str
+) -> Iterator[Finding]:
     owner: dict[str, TemplateKey] = {}
     for step in found:
         for name in dict.fromkeys(
@@ -175,7 +182,9 @@ def _metric_collisions(found: Sequence[Found], list_path: Path) -> Iterator[Find
             first = owner.setdefault(name, step.key)
             if first != step.key:
                 yield Finding(
-                    path=(*list_path, step.root),
+                    # On the reference's name, like a missing template: the same kind of
+                    # finding (about the template a reference leads to) at the same path.
+                    path=(*list_path, step.root, name_field),
                     message=f"metric {short(name)} is defined by both {describe(first)} and "
                     f"{describe(step.key)}; an AnalysisRun cannot have two metrics with one "
                     "name",
@@ -194,24 +203,40 @@ def _arg_warnings(
                 continue
             supplied, first = declared.get(name, (False, step.key))
             declared[name] = (supplied or has_value(arg), first)
-    given = set()
+    given = {arg["name"] for arg in spec["args"]}
+    # The declared args the Stage does not set are what a misspelt Stage arg most likely
+    # meant (one it sets was not misspelt there). Bounded: difflib is quadratic, and
+    # this runs inside an admission request.
+    unset = [n for n in declared if n not in given and len(n) <= _MAX_ARG_NAME]
+    candidates = unset[:_MAX_HINT_CANDIDATES]
+    hints_left = _MAX_HINTS
     for index, arg in enumerate(spec["args"]):
-        given.add(arg["name"])
         if arg["name"] not in declared:
+            hint = _closest_arg(arg["name"], candidates) if hints_left > 0 else None
+            hints_left -= 1
             yield Finding(
                 path=(*args_path, index, "name"),
-                message=f"no referenced template declares arg {short(arg['name'])}; "
-                "it is passed to the AnalysisRun anyway",
+                message=f"no referenced template declares arg {short(arg['name'])}"
+                f"{f' (did you mean {short(hint)}?)' if hint else ''}; it is passed to the "
+                "AnalysisRun anyway",
                 warning=True,
             )
+    how = "value or valueFrom" if spec["spelling"] == "analysis" else "name and value"
     for name, (supplied, key) in declared.items():
         if not supplied and name not in given:
             yield Finding(
                 path=args_path,
                 message=f"{describe(key)} declares arg {short(name)} without a value; set it "
-                "here (value or valueFrom), or the verification will end in Error",
+                f"here ({how}), or the verification will end in Error",
                 warning=True,
             )
+
+
+def _closest_arg(name: object, candidates: list[str]) -> str | None:
+    if not isinstance(name, str) or len(name) > _MAX_ARG_NAME:
+        return None
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _step_finding(step: Missing | Cycle | TooMany, ref_path: Path) -> Finding:
@@ -259,7 +284,7 @@ def template_warnings(stage: dict[str, Any], *, lookup: TemplateLookup) -> list[
         return []
     # The builder's order, so that "first" and "second" definitions agree with its errors.
     found = build_order(found)
-    findings.extend(_metric_collisions(found, list_path))
+    findings.extend(_metric_collisions(found, list_path, _NAME_FIELD[spelling]))
     if complete:
         # With a template missing (or not looked up), its args are unknown: these would
         # be guesses.

@@ -1,11 +1,16 @@
-"""``check_stage``: every finding about a Stage's analysis stanza, in one call.
+"""``check_stage``: every finding about a Stage's verification stanza, in one call.
 
-The JSON Schema (``stage-analysis.schema.json``) checks structure and types; the rules
-here are the ones JSON Schema cannot say or cannot say well: duplicates (the later entry
-carries the error, so the first stays valid and the fix is obvious), both spellings at
-once, exactly one of value/valueFrom, label and annotation keys, and labels rollgate
-reserves. Cross-object warnings come last, and only for a stanza without errors (they
-describe what the run would be, which is meaningless for a stanza that is denied).
+The JSON Schema (``stage-analysis.schema.json``) checks structure and types, as Kargo's
+CRD does for ``spec.verification``; the rules here are the ones JSON Schema cannot say or
+cannot say well: duplicates (the later entry carries the error, so the first stays valid
+and the fix is obvious), both spellings at once, exactly one of value/valueFrom (in
+``spec.analysis``; ``spec.verification`` args have a required string ``value`` only),
+label and annotation keys, and labels rollgate reserves. Cross-object warnings come
+last, and only for a stanza without errors (they describe what the run would be, which
+is meaningless for a stanza that is denied).
+
+An absent ``kind`` is an AnalysisTemplate and an absent ``clusterScope`` is false, here
+and everywhere else: nothing defaults them into the object (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -89,7 +94,7 @@ def _oversized(stage: dict[str, Any]) -> list[Finding]:
 
 def _stanza_rules(base: Path, spelling: str, body: dict[str, Any]) -> Iterator[Finding]:
     yield from _duplicate_templates(base, spelling, body.get(TEMPLATE_LIST[spelling]))
-    yield from _arg_rules(base, body.get("args"))
+    yield from _arg_rules(base, spelling, body.get("args"))
     metadata = body.get("analysisRunMetadata")
     if isinstance(metadata, dict):
         meta_path = (*base, "analysisRunMetadata")
@@ -139,7 +144,7 @@ def _duplicate_templates(base: Path, spelling: str, refs: object) -> Iterator[Fi
             first[key] = index
 
 
-def _arg_rules(base: Path, args: object) -> Iterator[Finding]:
+def _arg_rules(base: Path, spelling: str, args: object) -> Iterator[Finding]:
     if not isinstance(args, list):
         return
     list_path = (*base, "args")
@@ -158,6 +163,8 @@ def _arg_rules(base: Path, args: object) -> Iterator[Finding]:
                 )
             else:
                 first[name] = index
+        if spelling != "analysis":
+            continue  # spec.verification: the schema requires a string value
         # null counts as absent, so `value: null` with a valueFrom is fine.
         has_value = arg.get("value") is not None
         has_value_from = arg.get("valueFrom") is not None

@@ -3,7 +3,8 @@
 jsonschema's own messages (``'x' does not match '^...$'``, ``Additional properties are
 not allowed``) describe the schema, not the mistake. The schema files carry rollgate
 annotations instead: ``x-messages`` (failing keyword -> message), ``x-did-you-mean``
-(a known wrong field name -> the intended one) and ``x-quote`` (a string field where
+(a known wrong field name -> the intended one), ``x-unknown`` (a field that has no
+equivalent here -> why, and what to do instead) and ``x-quote`` (a string field where
 YAML's implicit typing is the usual cause of a type error). This module reads them, and
 keeps one finding per field path so that a field is never reported twice.
 """
@@ -53,7 +54,21 @@ def short(value: object, limit: int = _MAX_ECHO) -> str:
     text = value if isinstance(value, str) else str(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return json.dumps(text)
+    return quote(text)
+
+
+def quote(text: str) -> str:
+    """``text`` in double quotes, JSON-escaped only where it cannot be shown as is.
+
+    Printable non-ASCII stays readable (``"succès-rate"``, not ``"succ\\u00e8s-rate"``);
+    control, format (bidi overrides, zero-width) and separator characters are escaped,
+    because they would hide or reorder what the user reads, and the API server drops a
+    warning that contains a control character.
+    """
+    out = json.dumps(text, ensure_ascii=False)
+    if out.isprintable():
+        return out
+    return "".join(ch if ch.isprintable() else json.dumps(ch)[1:-1] for ch in out)
 
 
 def json_type(value: object) -> str:
@@ -118,7 +133,7 @@ def quote_hint(value: object, written: str | None = None) -> str | None:
         return None
     kind = json_type(value)
     if written is not None:
-        quoted = json.dumps(written)
+        quoted = quote(written)
         return f"must be a string; YAML reads {written} as {kind}, so quote it: {quoted}"
     if isinstance(value, bool):
         return (
@@ -170,17 +185,22 @@ def _unknown_fields(error: ValidationError) -> list[tuple[str, str, str | None]]
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     known = list(schema.get("properties", {}))
     aliases = schema.get("x-did-you-mean", {})
+    explained = schema.get("x-unknown", {})
     instance = error.instance if isinstance(error.instance, Mapping) else {}
     out: list[tuple[str, str, str | None]] = []
     for key in instance:
         if key in known:
             continue
         name = str(key)
+        if name in explained:
+            # A field that belongs to another spelling: say where its meaning went.
+            out.append((name, f"unknown field {short(name)}: {explained[name]}", None))
+            continue
         guess = did_you_mean(name, known, aliases)
         if guess:
-            message = f"unknown field {short(name)}; did you mean {json.dumps(guess)}?"
+            message = f"unknown field {short(name)}; did you mean {quote(guess)}?"
         else:
-            expected = ", ".join(json.dumps(k) for k in known)
+            expected = ", ".join(quote(k) for k in known)
             message = f"unknown field {short(name)}; expected one of {expected}"
         out.append((name, message, guess))
     return out

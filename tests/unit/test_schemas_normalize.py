@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import schemas
 
-ARGS = [
-    {"name": "service", "value": "svc"},
-    {"name": "token", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
-    {
-        "name": "explicit-null",
-        "value": None,
-        "valueFrom": {"secretKeyRef": {"name": "s", "key": "j"}},
-    },
-]
+ARGS = [{"name": "service", "value": "svc"}, {"name": "empty", "value": ""}]
 METADATA = {"labels": {"team": "a"}, "annotations": {"example.com/x": "y"}}
-EXPECTED_ARGS = [
-    {"name": "service", "value": "svc"},
-    {"name": "token", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
-    {"name": "explicit-null", "valueFrom": {"secretKeyRef": {"name": "s", "key": "j"}}},
-]
+EXPECTED_ARGS = ARGS
 
 
 def test_both_spellings_normalize_to_the_same_shape() -> None:
@@ -27,7 +15,7 @@ def test_both_spellings_normalize_to_the_same_shape() -> None:
         "spec": {
             "analysis": {
                 "templates": [
-                    {"templateName": "a"},
+                    {"templateName": "a"},  # no clusterScope: namespaced
                     {"templateName": "b", "clusterScope": True},
                     {"templateName": "c", "clusterScope": False},
                 ],
@@ -41,7 +29,7 @@ def test_both_spellings_normalize_to_the_same_shape() -> None:
         "spec": {
             "verification": {
                 "analysisTemplates": [
-                    {"name": "a"},
+                    {"name": "a"},  # no kind: an AnalysisTemplate, as in Kargo
                     {"name": "b", "kind": "ClusterAnalysisTemplate"},
                     {"name": "c", "kind": "AnalysisTemplate"},
                 ],
@@ -63,6 +51,23 @@ def test_both_spellings_normalize_to_the_same_shape() -> None:
         ]
         assert spec["args"] == EXPECTED_ARGS
         assert spec["analysisRunMetadata"] == METADATA
+
+
+def test_analysis_value_from_is_kept() -> None:
+    # Only spec.analysis has valueFrom (Kargo's spec.verification args are strings).
+    spec = schemas.normalize_analysis({"spec": {"analysis": {
+        "templates": [{"templateName": "a"}],
+        "args": [
+            {"name": "token", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+            {"name": "explicit-null", "value": None,
+             "valueFrom": {"secretKeyRef": {"name": "s", "key": "j"}}},
+        ],
+    }}})
+    assert spec is not None
+    assert spec["args"] == [
+        {"name": "token", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        {"name": "explicit-null", "valueFrom": {"secretKeyRef": {"name": "s", "key": "j"}}},
+    ]
 
 
 def test_no_stanza_is_none() -> None:

@@ -141,3 +141,42 @@ def test_key_order_is_not_a_change() -> None:
     old = rm({"name": "gatewayAPI", "location": "file:///p"})
     new = rm({"location": "file:///p", "name": "gatewayAPI"})
     assert schemas.errors(ratcheted(new, old)) == []
+
+
+def _duplicate_refs(first: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "Stage",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {"verification": {"analysisTemplates": [first, {"name": "a"}]}},
+    }
+
+
+def test_kind_written_by_an_earlier_release_is_not_a_change() -> None:
+    # Earlier releases defaulted `kind: AnalysisTemplate` into stored Stages; the same
+    # manifest without it says the same, so the duplicate it carries stays ratcheted.
+    stored = _duplicate_refs({"name": "a", "kind": "AnalysisTemplate"})
+    applied = _duplicate_refs({"name": "a"})
+    findings = ratcheted(applied, stored)
+    assert schemas.errors(findings) == []
+    assert [f.field for f in schemas.warnings(findings)] == [
+        "spec.verification.analysisTemplates[1]"
+    ]
+    # A real change of the list still denies.
+    changed = _duplicate_refs({"name": "a", "kind": "ClusterAnalysisTemplate"})
+    changed["spec"]["verification"]["analysisTemplates"].append({"name": "a"})
+    assert [f.field for f in schemas.errors(ratcheted(changed, stored))] == [
+        "spec.verification.analysisTemplates[2]"
+    ]
+
+
+def test_cluster_scope_false_is_not_a_change_but_zero_is() -> None:
+    def stage(first: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "Stage", "spec": {"analysis": {
+            "templates": [first, {"templateName": "a"}]}}}
+
+    stored = stage({"templateName": "a", "clusterScope": False})
+    assert schemas.errors(ratcheted(stage({"templateName": "a"}), stored)) == []
+    # 0 is not false in JSON: a change (and an error of its own).
+    assert schemas.errors(ratcheted(stage({"templateName": "a", "clusterScope": 0}), stored))
+    assert stored["spec"]["analysis"]["templates"][0] == {
+        "templateName": "a", "clusterScope": False}  # the input is not modified

@@ -115,3 +115,35 @@ def test_builder_stops_looking_up_at_the_first_missing_template() -> None:
 
     with pytest.raises(TemplateNotFound):
         build_analysis_run(stage("first", "second"), lookup, freight=FREIGHT)
+
+
+def test_absent_kind_and_cluster_scope_build_what_the_explicit_defaults_build() -> None:
+    # Nothing defaults them into the Stage any more: the builder must read absence as
+    # Kargo does (an AnalysisTemplate in the Stage's namespace).
+    world = World(template("local", metrics=("l",)), template("shared", metrics=("s",),
+                                                              cluster=True))
+
+    def verification(*refs: dict[str, Any]) -> dict[str, Any]:
+        return k8s_object("Stage", name="prod", namespace=NS, uid="u",
+                          spec={"verification": {"analysisTemplates": list(refs)}})
+
+    def analysis(*refs: dict[str, Any]) -> dict[str, Any]:
+        return k8s_object("Stage", name="prod", namespace=NS, uid="u",
+                          spec={"analysis": {"templates": list(refs)}})
+
+    shared = {"name": "shared", "kind": "ClusterAnalysisTemplate"}
+    runs = [
+        build_analysis_run(verification({"name": "local"}, shared), world, freight=FREIGHT),
+        build_analysis_run(verification({"name": "local", "kind": "AnalysisTemplate"}, shared),
+                           world, freight=FREIGHT),
+        build_analysis_run(analysis({"templateName": "local"},
+                                    {"templateName": "shared", "clusterScope": True}),
+                           world, freight=FREIGHT),
+        build_analysis_run(analysis({"templateName": "local", "clusterScope": False},
+                                    {"templateName": "shared", "clusterScope": True}),
+                           world, freight=FREIGHT),
+    ]
+    assert [m["name"] for m in runs[0]["spec"]["metrics"]] == ["l", "s"]
+    assert all(run == runs[0] for run in runs[1:])
+    assert ("AnalysisTemplate", NS, "local") in world.calls
+    assert webhook_warnings(verification({"name": "local"}, shared), world) == []

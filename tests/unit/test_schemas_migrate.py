@@ -1,0 +1,236 @@
+"""``python -m schemas migrate``: spec.analysis rewritten as spec.verification, run as a
+user would (a subprocess on files), plus the conversion rules on their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import schemas
+from schemas.migrate import convert, legacy_findings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "migrate" / "stage-analysis.yaml"
+
+
+def run(*args: str, cwd: Path, command: str = "migrate") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "schemas", command, *args],
+        cwd=cwd, capture_output=True, text=True, encoding="utf-8", check=False,
+    )
+
+
+def test_the_example_is_migrated_and_everything_else_is_kept(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / "stage.yaml")
+    before = (tmp_path / "stage.yaml").read_text()
+    result = run("stage.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "stage.yaml: Stage/prod: spec.analysis rewritten as spec.verification\n"
+    head, _, old_stanza = before.partition("  analysis:\n")
+    assert result.stdout == head + (
+        "  verification:\n"
+        "    analysisTemplates:\n"
+        "    - name: success-rate\n"
+        "    - name: error-budget\n"
+        "      kind: ClusterAnalysisTemplate\n"
+        "    args:\n"
+        "    - name: service-name\n"
+        "      value: guestbook.guestbook-prod.svc.cluster.local\n"
+        "    analysisRunMetadata:\n"
+        "      labels:\n"
+        "        team: guestbook\n"
+    )
+    assert "# shared by every team" in old_stanza  # a comment inside the stanza is lost
+    assert (tmp_path / "stage.yaml").read_text() == before  # stdout only
+    # What it prints is what validate accepts, with nothing left to migrate.
+    (tmp_path / "out.yaml").write_text(result.stdout)
+    checked = run("out.yaml", cwd=tmp_path, command="validate")
+    assert checked.returncode == 0, checked.stdout
+    assert checked.stdout == (
+        "checked 1 Stage and 0 RolloutManagers in 1 file: 0 errors, 0 warnings\n")
+
+
+def test_write_rewrites_in_place_keeping_the_mode(tmp_path: Path) -> None:
+    target = tmp_path / "stage.yaml"
+    shutil.copy(EXAMPLE, target)
+    os.chmod(target, 0o640)
+    expected = run("stage.yaml", cwd=tmp_path).stdout
+    result = run("--write", "stage.yaml", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert target.read_text() == expected
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["stage.yaml"]  # no temporary left
+    again = run("--write", "stage.yaml", cwd=tmp_path)
+    assert (again.returncode, again.stderr) == (0, "stage.yaml: nothing to migrate\n")
+    assert target.read_text() == expected
+
+
+VALUE_FROM = """\
+kind: Stage
+metadata: {name: prod}
+spec:
+  analysis:
+    templates: [{templateName: a}]
+    args:
+    - {name: service-name, value: svc}
+    - {name: token, valueFrom: {secretKeyRef: {name: api, key: token}}}
+"""
+
+
+def test_value_from_is_refused_naming_the_arg(tmp_path: Path) -> None:
+    (tmp_path / "stage.yaml").write_text(VALUE_FROM)
+    (tmp_path / "fine.yaml").write_text(VALUE_FROM.replace("- {name: token", "# - {name: token"))
+    for flags in ((), ("--write",)):
+        result = run(*flags, "fine.yaml", "stage.yaml", cwd=tmp_path)
+        assert result.returncode == 1
+        assert result.stdout == ""  # half a migration is not offered on stdout
+        assert ("stage.yaml: Stage/prod: spec.analysis.args[1].valueFrom: cannot be migrated: "
+                "spec.verification args take only a string value") in result.stderr
+    assert (tmp_path / "stage.yaml").read_text() == VALUE_FROM  # refused: not written
+    assert "verification:" in (tmp_path / "fine.yaml").read_text()  # the other file was
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "reason"),
+    [
+        ("kind: Stage\nmetadata: {name: s}\nspec:\n  analysis: {templates: [{templateName: a}]}\n"
+         "  verification: {analysisTemplates: [{name: a}]}\n",
+         "spec.analysis", "also has spec.verification"),
+        ("kind: Stage\nmetadata: {name: s}\nspec:\n  analysis:\n"
+         "    templates: [{templateName: a}]\n    args: [{name: p, value: 8080}]\n",
+         "spec.analysis.args[0].value", "until fixed: must be a string"),
+        ("kind: Stage\nmetadata: {name: s}\nspec:\n  analysis: &stanza\n"
+         "    templates: [{templateName: a}]\n  copy: *stanza\n",
+         "spec.analysis", "shares YAML anchors"),
+    ],
+    ids=["both-spellings", "invalid-stanza", "anchor"],
+)
+def test_what_cannot_be_migrated_is_refused(tmp_path: Path, text: str, path: str,
+                                            reason: str) -> None:
+    (tmp_path / "s.yaml").write_text(text)
+    result = run("--write", "s.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"s.yaml: Stage/s: {path}: cannot be migrated")
+    assert reason in line
+    assert (tmp_path / "s.yaml").read_text() == text
+
+
+def test_lists_flow_style_json_and_null(tmp_path: Path) -> None:
+    (tmp_path / "list.yaml").write_text(
+        "# kept\n"
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- kind: Stage\n"
+        "  metadata: {name: a}\n"
+        "  spec: {analysis: {templates: [{templateName: t, clusterScope: true}]}, x: 1}\n"
+        "- kind: Stage\n"
+        "  metadata: {name: b}\n"
+        "  spec:\n"
+        "    analysis: null  # absent\n"
+        "    verification: {analysisTemplates: [{name: t}]}\n"
+        "- kind: ConfigMap\n"
+        "  metadata: {name: c}\n"
+        "  data: {analysis: x}\n"
+    )
+    (tmp_path / "stage.json").write_text(json.dumps({
+        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": {"name": "j"},
+        "spec": {"analysis": {"templates": [{"templateName": "t"}],
+                              "args": [{"name": "msg", "value": "café\nbar"}]}},
+    }, indent=2, ensure_ascii=False))
+    result = run("--write", "list.yaml", "stage.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "list.yaml: Stage/a: spec.analysis rewritten as spec.verification",
+        "list.yaml: Stage/b: spec.analysis: null (the same as absent) removed",
+        "stage.json: Stage/j: spec.analysis rewritten as spec.verification",
+    ]
+    assert (tmp_path / "list.yaml").read_text() == (
+        "# kept\n"
+        "apiVersion: v1\nkind: List\nitems:\n"
+        "- kind: Stage\n"
+        "  metadata: {name: a}\n"
+        '  spec: {verification: {"analysisTemplates": [{"name": "t", '
+        '"kind": "ClusterAnalysisTemplate"}]}, x: 1}\n'
+        "- kind: Stage\n"
+        "  metadata: {name: b}\n"
+        "  spec:\n"
+        "    verification: {analysisTemplates: [{name: t}]}\n"
+        "- kind: ConfigMap\n"
+        "  metadata: {name: c}\n"
+        "  data: {analysis: x}\n"
+    )
+    migrated = json.loads((tmp_path / "stage.json").read_text())  # still JSON
+    assert migrated["spec"] == {"verification": {
+        "analysisTemplates": [{"name": "t"}], "args": [{"name": "msg", "value": "café\nbar"}]}}
+
+
+def test_a_multi_line_value_stays_the_same_string(tmp_path: Path) -> None:
+    text = ("kind: Stage\nmetadata: {name: s}\nspec:\n  analysis:\n"
+            "    templates: [{templateName: t}]\n"
+            "    analysisRunMetadata:\n      annotations:\n"
+            "        example.com/runbook: |\n          line one\n          line two\n"
+            "        example.com/owner: 'équipe: \"web\"'\n")
+    (tmp_path / "s.yaml").write_text(text)
+    result = run("s.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["spec"]["verification"]["analysisRunMetadata"] == {
+        "annotations": {"example.com/runbook": "line one\nline two\n",
+                        "example.com/owner": 'équipe: "web"'}}
+    assert "example.com/runbook: |" in result.stdout
+
+
+def test_several_files_print_as_one_stream(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLE, tmp_path / "a.yaml")
+    (tmp_path / "b.yaml").write_text("kind: ConfigMap\nmetadata: {name: x}")  # no newline
+    result = run("a.yaml", "b.yaml", cwd=tmp_path)
+    assert result.returncode == 0
+    documents = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [d["kind"] for d in documents] == ["Stage", "ConfigMap"]
+    assert result.stderr.splitlines()[-1] == "b.yaml: nothing to migrate"
+
+
+def test_write_refuses_stdin_and_unreadable_files_exit_two(tmp_path: Path) -> None:
+    assert run("--write", "-", cwd=tmp_path).returncode == 2
+    result = run("missing.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "missing.yaml: cannot read file" in result.stderr
+
+
+# ---------------------------------------------------------------- the rules themselves
+
+
+def test_convert_maps_each_field() -> None:
+    body, refused = convert({
+        "analysisRunMetadata": {"labels": {"a": "b"}, "annotations": None},
+        "templates": [{"templateName": "x"}, {"templateName": "y", "clusterScope": False},
+                      {"templateName": "z", "clusterScope": True}],
+        "args": [{"name": "p", "value": "1", "valueFrom": None}],
+    })
+    assert refused == []
+    assert body == {
+        "analysisRunMetadata": {"labels": {"a": "b"}},  # key order as written
+        "analysisTemplates": [{"name": "x"}, {"name": "y"},
+                              {"name": "z", "kind": "ClusterAnalysisTemplate"}],
+        "args": [{"name": "p", "value": "1"}],
+    }
+    assert list(body) == ["analysisRunMetadata", "analysisTemplates", "args"]
+
+
+def test_legacy_finding_only_for_stages_with_the_old_stanza() -> None:
+    stage = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+             "spec": {"analysis": {"templates": [{"templateName": "a"}]}}}
+    [finding] = legacy_findings(stage, file="my stage.yaml")
+    assert (finding.field, finding.warning) == ("spec.analysis", False)
+    assert "python -m schemas migrate 'my stage.yaml'" in finding.message
+    assert legacy_findings({**stage, "spec": {"analysis": None}}) == []
+    assert legacy_findings({**stage, "apiVersion": "example.com/v1"}) == []
+    assert legacy_findings({**stage, "kind": "ConfigMap"}) == []
+    # The webhook and the builder still accept the old spelling (a real API server never
+    # lets it reach them); only the offline CLI reports it.
+    assert schemas.errors(schemas.check(stage)) == []
