@@ -2,7 +2,7 @@
 
     python -m webhook --bind 127.0.0.1:8443 --tls-cert-file tls.crt --tls-key-file tls.key \\
         [--kubeconfig F] [--allow-http-plugins] [--workers N] [--threads N] \\
-        [--lookup-timeout S]
+        [--lookup-timeout S] [--max-connections N] [--request-timeout S]
 
 Without ``--kubeconfig`` the in-cluster config is used when available; otherwise the
 cross-object warnings are off (logged once per worker) and everything else works.
@@ -19,10 +19,12 @@ import tempfile
 from typing import Any
 
 from webhook.config import WebhookConfig
+from webhook.worker import Limits
 
 log = logging.getLogger("rollgate.webhook")
 
 BENCH_NOOP_ENV = "ROLLGATE_WEBHOOK_BENCH_NOOP"
+_DEFAULTS = Limits()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +42,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "request's cross-object look-ups may take together (default 2)")
     p.add_argument("--cache-ttl", type=float, default=5.0,
                    help="seconds a look-up answer is reused (default 5)")
+    p.add_argument("--max-connections", type=int, default=_DEFAULTS.max_connections,
+                   help="connections each worker holds while they handshake, send a "
+                   "request or idle between requests; past it the oldest idle one is "
+                   f"closed (default {_DEFAULTS.max_connections})")
+    p.add_argument("--request-timeout", type=float, default=_DEFAULTS.request_timeout,
+                   help="seconds a request (with a new connection's TLS handshake) has to "
+                   f"arrive whole, headers and body (default {_DEFAULTS.request_timeout:g})")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
@@ -73,6 +82,10 @@ def webhook_config(args: argparse.Namespace) -> WebhookConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.max_connections < 1 or args.request_timeout <= 0:
+        print("python -m webhook: --max-connections and --request-timeout must be positive",
+              file=sys.stderr)
+        return 2
     for path in (args.tls_cert_file, args.tls_key_file):
         if not os.path.isfile(path):
             print(f"python -m webhook: {path}: no such file", file=sys.stderr)
@@ -94,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in settings(
                 bind=args.bind, certfile=args.tls_cert_file, keyfile=args.tls_key_file,
                 workers=args.workers, threads=args.threads, log_level=args.log_level,
+                limits=Limits(max_connections=args.max_connections,
+                              request_timeout=args.request_timeout),
             ).items():
                 self.cfg.set(key, value)
 

@@ -229,6 +229,48 @@ def _stanza_changed(request: Mapping[str, Any], obj: Mapping[str, Any], resource
     return new is None or new != _stanza_json(old, resource)
 
 
+# How much of the path to the deepest value a too-deep denial shows: enough to name the
+# field (``spec.analysis.args[0].value``), not hundreds of ``[0]``.
+_DEEP_PATH_SHOWN = 8
+
+
+def deepest(value: Any) -> tuple[tuple[str | int, ...], int]:
+    """The path to the most deeply nested value inside ``value``, and its depth; without
+    recursion, so it works where the checks ran out of stack."""
+    # (container, index of its entry in `nodes`) to visit; nodes[i] = (parent, key).
+    nodes: list[tuple[int, str | int]] = [(-1, "")]
+    depths = [0]
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    deepest_at = 0
+    while todo:
+        current, at = todo.pop()
+        items = (current.items() if isinstance(current, dict)
+                 else enumerate(current) if isinstance(current, list) else ())
+        for key, child in items:
+            nodes.append((at, key))
+            depths.append(depths[at] + 1)
+            if depths[-1] > depths[deepest_at]:
+                deepest_at = len(nodes) - 1
+            if isinstance(child, dict | list):
+                todo.append((child, len(nodes) - 1))
+    path: list[str | int] = []
+    at = deepest_at
+    while at > 0:
+        at, key = nodes[at]
+        path.append(key)
+    return tuple(reversed(path)), depths[deepest_at]
+
+
+def too_deep(obj: dict[str, Any]) -> schemas.Finding:
+    """The denial's finding for an object nested deeper than the checks can follow."""
+    path, depth = deepest(obj)
+    return schemas.Finding(
+        path=path[:_DEEP_PATH_SHOWN],
+        message=f"is nested {depth} levels deep (counted from the object), deeper than "
+        "rollgate's checks can follow",
+    )
+
+
 def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
              allow_http_plugins: bool = False) -> Outcome:
     """The validating decision for one parsed ``request`` (see :func:`parse_review`)."""
@@ -248,17 +290,22 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
         template, managers = lookups.template, lookups.rollout_managers
     else:
         template = managers = None
-    findings = schemas.check(
-        obj,
-        template_lookup=template,
-        rollout_managers=managers,
-        allow_http_plugins=allow_http_plugins,
-    )
-    old = request.get("oldObject")
-    if request.get("operation") == "UPDATE" and isinstance(old, dict):
-        findings = schemas.ratchet(findings, obj=obj, old_obj=old)
-    errors = schemas.errors(findings)
-    warnings = warning_texts(findings)
+    try:
+        findings = schemas.check(
+            obj,
+            template_lookup=template,
+            rollout_managers=managers,
+            allow_http_plugins=allow_http_plugins,
+        )
+        old = request.get("oldObject")
+        if request.get("operation") == "UPDATE" and isinstance(old, dict):
+            findings = schemas.ratchet(findings, obj=obj, old_obj=old)
+        errors = schemas.errors(findings)
+        warnings = warning_texts(findings)
+    except RecursionError:
+        # A value nested nearly as deep as the JSON parser allows leaves the checks,
+        # which recurse, no stack. The client's doing, so a denial, not a fault.
+        errors, warnings = [too_deep(obj)], []
     if not errors:
         return Outcome(allow(uid, warnings=warnings), "allowed")
     kind = TARGETS[resource]["kind"]
@@ -305,7 +352,10 @@ def mutate(request: dict[str, Any], *, resource: str) -> Outcome:
         # every sync. The endpoint stays so that a registration left from an earlier
         # release still gets an answer (an allow without a patch).
         return Outcome(allow(uid), "allowed")
-    ops = schemas.default_patch(obj)
+    try:
+        ops = schemas.default_patch(obj)
+    except RecursionError:  # see validate(); mutation never denies
+        ops = []
     if not ops:
         return Outcome(allow(uid), "allowed")
     return Outcome(allow(uid, patch=ops), "patched")

@@ -37,18 +37,30 @@ def _plain(status: int, text: str) -> Response:
 
 
 def _json(body: dict[str, Any]) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), status=200, mimetype=_JSON)
+    # UTF-8 as is (JSON's encoding): kubectl shows a message's text as the webhook
+    # wrote it, and an escaped "\u00e8" only costs bytes.
+    return Response(json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+                    status=200, mimetype=_JSON)
 
 
 def _parse_body() -> Any:
     """The JSON body; raises BadReview for anything that is not JSON. Reading the body
     enforces MAX_CONTENT_LENGTH (413) even without a Content-Length header."""
-    raw = request.get_data(cache=False)
-    limit = request.max_content_length
-    if limit is not None and len(raw) >= limit and request.content_length is None:
-        # A chunked body is cut at the limit rather than refused; one more read tells
-        # "exactly at the limit" (b"") from "over it" (werkzeug raises 413).
-        request.stream.read(1)
+    try:
+        raw = request.get_data(cache=False)
+        limit = request.max_content_length
+        if limit is not None and len(raw) >= limit and request.content_length is None:
+            # A chunked body is cut at the limit rather than refused; one more read tells
+            # "exactly at the limit" (b"") from "over it" (werkzeug raises 413).
+            request.stream.read(1)
+    except HTTPException:
+        raise  # 413
+    except Exception as exc:
+        # The server's body reader refused the body (gunicorn's chunk parser errors, a
+        # body shorter than announced). webhook.worker refuses such bodies before they
+        # get here; this is the backstop: the client's fault, a 400, no traceback.
+        raise admission.BadReview(
+            f"request body could not be read ({type(exc).__name__})") from exc
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, deep nesting
@@ -92,10 +104,15 @@ def create_app(config: WebhookConfig | None = None) -> Flask:
             if result == "denied":
                 req = body["request"]
                 status = outcome.body["response"]["status"]
-                log.info("denied", extra={
+                # A server-side dry run changes nothing and its caller sees the denial
+                # (the control-plane harness probes with one, as `kubectl apply
+                # --dry-run=server` checks do): a debug line, not an operator's concern.
+                level = logging.DEBUG if req.get("dryRun") is True else logging.INFO
+                log.log(level, "denied", extra={
                     "uid": req["uid"], "endpoint": endpoint,
                     "namespace": req.get("namespace"), "object_name": req.get("name"),
-                    "operation": req.get("operation"), "denial": status.get("message"),
+                    "operation": req.get("operation"), "dry_run": req.get("dryRun") is True,
+                    "denial": status.get("message"),
                 })
             return _json(outcome.body)
         finally:

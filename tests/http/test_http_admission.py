@@ -14,8 +14,9 @@ from helpers import apply_patch, k8s_object
 from reviews import review
 
 import schemas
+import webhook
 from webhook import admission
-from webhook.config import Lookups
+from webhook.config import Lookups, WebhookConfig
 
 VALIDATE_STAGES = "/validate/stages"
 MUTATE_STAGES = "/mutate/stages"
@@ -595,3 +596,76 @@ def test_a_huge_field_name_is_clipped(post):
     assert answer["allowed"] is False
     assert all(len(c["field"]) <= 512 for c in answer["status"]["details"]["causes"])
     assert len(answer["status"]["message"]) < 5_000
+
+
+# ------------------------------------------------------- hostile input (issue 11)
+
+
+def test_a_value_deeper_than_the_checks_can_follow_is_a_denial_naming_it(post, client):
+    """Parsing accepts nesting up to the recursion limit; the checks, which recurse,
+    then run out of stack first. That is a denial naming the field, not the fault."""
+    import sys
+
+    obj = reviews.valid_stage()
+    body = json.dumps(review(obj, uid="u-deep"))
+    deep = "[" * 300 + '"x"' + "]" * 300
+    body = body.replace('"guestbook-svc.default.svc.cluster.local"', deep, 1)
+    parsed = json.loads(body)
+    limit = sys.getrecursionlimit()
+    # Parsed above with the normal limit; the checks get less stack than 300 levels need.
+    sys.setrecursionlimit(len(__import__("inspect").stack(0)) + 150)
+    try:
+        outcome = admission.review(parsed, action="validate", resource="stages")
+    finally:
+        sys.setrecursionlimit(limit)
+    response = outcome.body["response"]
+    assert outcome.result == "denied" and response["status"]["code"] == 422
+    cause = response["status"]["details"]["causes"][1]
+    assert cause["field"] == "spec.analysis.args[0].value[0][0][0]"
+    assert "nested 305 levels deep" in cause["message"]
+    assert "deeper than rollgate's checks can follow" in response["status"]["message"]
+
+
+def test_deepest_finds_the_path_to_the_deepest_value():
+    obj = {"a": [1, {"b": {"c": [[0]]}}], "d": {"e": 1}}
+    assert admission.deepest(obj) == (("a", 1, "b", "c", 0, 0), 6)
+    assert admission.deepest("leaf") == ((), 0)
+
+
+def test_non_ascii_is_sent_as_utf8_not_escaped(client):
+    obj = reviews.invalid_stage(name="prød-è")
+    resp = client.post(VALIDATE_STAGES, json=review(obj))
+    raw = resp.get_data()
+    assert "prød-è".encode() in raw and b"\\u00f8" not in raw
+    assert json.loads(raw)["response"]["status"]["message"].startswith('Stage "prød-è"')
+
+
+def test_a_body_the_server_cannot_read_is_a_400(caplog):
+    """gunicorn's body reader raising (a malformed chunk that got past the worker's
+    framing check) is the client's fault: a 400, not a 500 with a traceback."""
+    from gunicorn.http.errors import InvalidChunkSize
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    class Broken(io.RawIOBase):
+        def readinto(self, b: Any) -> int:
+            raise InvalidChunkSize(b"zz")
+
+        read = readinto
+
+    environ = EnvironBuilder(path=VALIDATE_STAGES, method="POST", headers={
+        "Content-Type": "application/json", "Transfer-Encoding": "chunked"}).get_environ()
+    environ["wsgi.input"] = Broken()
+    environ["wsgi.input_terminated"] = True  # as gunicorn sets it for a chunked body
+    app = webhook.create_app(WebhookConfig(lookups=Lookups()))
+    body, status, _headers = run_wsgi_app(app, environ, buffered=True)
+    assert status.startswith("400")
+    assert b"request body could not be read" in b"".join(body)
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_dry_run_denial_is_logged_as_debug(post, caplog):
+    caplog.set_level("DEBUG", logger="rollgate.webhook")
+    post(VALIDATE_RMS, review(reviews.invalid_rollout_manager(), dry_run=True))
+    post(VALIDATE_RMS, review(reviews.invalid_rollout_manager()))
+    levels = [(r.levelname, r.dry_run) for r in caplog.records if r.getMessage() == "denied"]
+    assert levels == [("DEBUG", True), ("INFO", False)]
