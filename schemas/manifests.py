@@ -145,7 +145,8 @@ def read_source(path: str) -> Source:
         if path == "-":
             text = sys.stdin.read()
         else:
-            with open(path, encoding="utf-8") as handle:
+            # newline="": CRLF stays CRLF, so migrate can keep the file as it was.
+            with open(path, encoding="utf-8", newline="") as handle:
                 text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

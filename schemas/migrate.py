@@ -165,6 +165,7 @@ def _render(text: str, key_node: yaml.Node, value_node: yaml.Node,
     the text between the key and the value (``:``, a comment, the line break)."""
     key = _key_text(key_node)  # type: ignore[arg-type]
     between = text[key_node.end_mark.index:value_node.start_mark.index]
+    newline = "\r\n" if between.endswith("\r\n") or "\r\n" in text else "\n"
     if getattr(value_node, "flow_style", False):
         end = value_node.end_mark.index
         if value_node.start_mark.line == value_node.end_mark.line:
@@ -175,12 +176,12 @@ def _render(text: str, key_node: yaml.Node, value_node: yaml.Node,
             indent = text[start:key_node.start_mark.index]
             indent = indent if not indent.strip() else " " * key_node.start_mark.column
             rendered = json.dumps(body, ensure_ascii=False, indent=2).replace(
-                "\n", "\n" + indent)
+                "\n", newline + indent)
     else:
         end = _block_end(text, value_node)
         dumped = yaml.dump(body, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                            allow_unicode=True, width=1 << 20)
-        rendered = ("\n" + " " * value_node.start_mark.column).join(
+        rendered = (newline + " " * value_node.start_mark.column).join(
             dumped.rstrip("\n").split("\n"))
     return _Edit(key_node.start_mark.index, end, key + between + rendered)
 

@@ -234,3 +234,13 @@ def test_legacy_finding_only_for_stages_with_the_old_stanza() -> None:
     # The webhook and the builder still accept the old spelling (a real API server never
     # lets it reach them); only the offline CLI reports it.
     assert schemas.errors(schemas.check(stage)) == []
+
+
+def test_crlf_line_endings_are_kept(tmp_path: Path) -> None:
+    text = ("kind: Stage\r\nmetadata: {name: s}\r\nspec:\r\n  analysis:\r\n"
+            "    templates:\r\n    - templateName: a\r\n  x: 1\r\n")
+    (tmp_path / "s.yaml").write_bytes(text.encode())
+    assert run("--write", "s.yaml", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "s.yaml").read_bytes().decode() == (
+        "kind: Stage\r\nmetadata: {name: s}\r\nspec:\r\n  verification:\r\n"
+        "    analysisTemplates:\r\n    - name: a\r\n  x: 1\r\n")
