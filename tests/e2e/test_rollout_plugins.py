@@ -1,10 +1,12 @@
-"""RolloutManager plugins on a real control plane (issue 5, e2e acceptance).
+"""RolloutManager plugins on a real control plane (issues 5 and 10, e2e acceptance).
 
 The reconciler runs as ``python -m reconciler --controllers rollout-plugins`` under the
-ServiceAccount and RBAC from ``manifests/``; everything is driven and checked with
-kubectl, the way a user would. A stand-in ``argo-rollouts`` Deployment plays the Argo
-Rollouts controller: no pod needs to run, its pod template is what tells whether the
-controller would be restarted.
+ServiceAccount and RBAC from ``manifests/``, in the default ``--plugins-mode=auto``;
+everything is driven and checked with kubectl, the way a user would. A stand-in
+``argo-rollouts`` Deployment plays the Argo Rollouts controller: no pod needs to run, its
+pod template is what tells whether the controller would be restarted. Remote plugins are
+served over HTTPS from 127.0.0.1 with a CA the test made (``--plugins-ca-file``), so the
+digest pre-flight downloads real bytes over verified TLS.
 
 Waits poll the API up to a generous deadline; no test asserts how fast something happens.
 """
@@ -21,6 +23,8 @@ from typing import Any
 import controlplane
 import pytest
 import yaml
+from k8sprocess import free_port
+from plugin_server import PluginServer, sha256
 from prometheus_client.parser import text_string_to_metric_families
 
 CM = "argo-rollouts-config"
@@ -28,13 +32,16 @@ TRAFFIC = "trafficRouterPlugins"
 METRIC = "metricProviderPlugins"
 ANNOTATION = "rollgate.dev/plugins-checksum"
 DEADLINE = 60.0
-SHA = "0123456789abcdef" * 4
 
+# The plugin server's port is fixed when the module loads so the plugin entries below can
+# be constants; the server (module fixture) binds it.
+PLUGIN_PORT = free_port()
+GATEWAY_BINARY = b"\x7fELF stand-in for gatewayapi-plugin-linux-amd64\n" * 4096
+METRIC_BINARY = b"\x7fELF stand-in for a metric plugin\n" * 4096
 GATEWAY = {
     "name": "argoproj-labs/gatewayAPI",
-    "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi"
-    "/releases/download/v0.4.0/gatewayapi-plugin-linux-amd64",
-    "sha256": SHA,
+    "location": f"https://127.0.0.1:{PLUGIN_PORT}/releases/v0.4.0/gatewayapi-plugin-linux-amd64",
+    "sha256": sha256(GATEWAY_BINARY),
 }
 PROMETHEUS = {"name": "argoproj-labs/sample-prometheus", "location": "file:///plugins/prom"}
 # Settings someone else keeps in the same ConfigMap; rollgate must never touch them.
@@ -46,14 +53,31 @@ OTHER_LABELS = {"team": "platform"}
 
 
 @pytest.fixture(scope="module")
-def reconciler(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
+def plugin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PluginServer]:
+    """HTTPS on 127.0.0.1 serving the plugin binaries, with the test's own CA."""
+    server = PluginServer(tmp_path_factory.mktemp("plugin-server"))
+    server.port = PLUGIN_PORT
+    server.serve(GATEWAY["location"].split(str(PLUGIN_PORT), 1)[1], GATEWAY_BINARY)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def reconciler(
+    control_plane: controlplane.ControlPlane, plugin_server: PluginServer
+) -> Iterator[controlplane.ManagedProcess]:
     """One reconciler for the module, only the plugins controller, one worker.
 
     No leader election: nothing else in these tests competes for the Lease, and a
-    standby replica left over from another module must not keep this one idle.
+    standby replica left over from another module must not keep this one idle. It
+    trusts the plugin server's CA on top of the system CAs.
     """
     proc = control_plane.start_reconciler(
         "--controllers", "rollout-plugins", "--no-leader-elect", "--workers", "1",
+        "--plugins-ca-file", str(plugin_server.ca_file),
         name="reconciler-plugins",
     )
     try:
@@ -100,11 +124,21 @@ class Env:
         return json.loads(out.stdout) if out.stdout.strip() else None
 
     # -- objects ---------------------------------------------------------------------------
-    def create_rollouts_deployment(self) -> None:
+    def create_rollouts_deployment(self, *, controlled_by: dict[str, Any] | None = None) -> None:
+        """The stand-in Deployment; ``controlled_by`` (a RolloutManager) makes it the one
+        argo-rollouts-manager creates, with its controller ownerReference."""
+        meta: dict[str, Any] = {"name": "argo-rollouts"}
+        if controlled_by is not None:
+            meta["ownerReferences"] = [{
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+                "name": controlled_by["metadata"]["name"],
+                "uid": controlled_by["metadata"]["uid"],
+                "controller": True, "blockOwnerDeletion": True,
+            }]
         self.apply({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": "argo-rollouts"},
+            "metadata": meta,
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": {"app": "argo-rollouts"}},
@@ -164,12 +198,32 @@ class Env:
                 return cond
         return None
 
-    def events(self, rm: str, *, type: str) -> list[dict[str, Any]]:
-        out = self.kubectl(
-            "get", "events", "-o", "json",
-            "--field-selector", f"involvedObject.name={rm},type={type}",
-        )
+    def events(self, rm: str, *, type: str, reason: str | None = None) -> list[dict[str, Any]]:
+        selector = f"involvedObject.name={rm},type={type}"
+        if reason:
+            selector += f",reason={reason}"
+        out = self.kubectl("get", "events", "-o", "json", "--field-selector", selector)
         return json.loads(out.stdout)["items"]
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """One sample of the reconciler's /metrics (None when absent)."""
+        with urllib.request.urlopen(self.reconciler.url + "/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    return sample.value
+        return None
+
+    def resource_versions(self, rm: str) -> dict[str, str]:
+        """resourceVersion of the ConfigMap, the Deployment and the RolloutManager."""
+        return {
+            kind: (self.get(kind, name) or {}).get("metadata", {}).get("resourceVersion", "")
+            for kind, name in (("configmap", CM), ("deployment", "argo-rollouts"),
+                               ("rolloutmanager", rm))
+        }
 
     def reconciles(self) -> tuple[float, float]:
         """(reconciles finished, queue depth) of the plugins controller, from /metrics."""
@@ -430,13 +484,25 @@ def test_deleting_the_rollout_manager_removes_the_keys_and_keeps_the_config_map(
     assert cm["metadata"]["labels"] == OTHER_LABELS
 
 
-def test_missing_rollouts_deployment_is_reported(env: Env) -> None:
+def test_nothing_is_written_before_the_rollouts_deployment_exists(env: Env) -> None:
+    """auto mode: argo-rollouts-manager creates the Deployment after the RolloutManager,
+    so rollgate waits for it instead of writing first; without an operator controlling
+    it, the Deployment that appears is synced."""
     env.kubectl("delete", "deployment", "argo-rollouts")
     env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
 
-    cond = env.wait_synced("rollouts")
-    assert "will load when it starts" in cond["message"]
+    cond = wait_for(
+        lambda: (c := env.condition("rollouts")) and c["status"] == "Unknown" and c,
+        "PluginsSynced=Unknown while there is no Deployment",
+    )
+    assert cond["reason"] == "WaitingForDeployment"
+    env.wait_idle()
+    assert env.config_map() is None, "no ConfigMap written while waiting"
+
+    env.create_rollouts_deployment()
+    env.wait_synced("rollouts")
     assert env.entries(METRIC) == [PROMETHEUS]
+    wait_for(env.checksum_annotation, "the checksum annotation on the new Deployment")
 
 
 # --- another manager co-owning a plugin key ---------------------------------------------------
@@ -519,6 +585,180 @@ def test_deleting_the_rollout_manager_removes_a_co_owned_key(env: Env) -> None:
         "--field-selector", f"involvedObject.name={CM},reason=PluginsRemoved",
     )
     assert json.loads(removed.stdout)["items"]
+
+
+# --- digest pre-flight -----------------------------------------------------------------------
+
+
+def wait_condition(env: Env, rm: str, reason: str) -> dict[str, Any]:
+    """Wait for PluginsSynced with ``reason`` for the RM's current generation."""
+    def probe() -> dict[str, Any] | None:
+        obj = env.get("rolloutmanager", rm) or {}
+        cond = env.condition(rm)
+        if (cond and cond["reason"] == reason
+                and cond.get("observedGeneration") == obj["metadata"]["generation"]):
+            return cond
+        return None
+    return wait_for(probe, f"PluginsSynced reason {reason} on RolloutManager {rm}")
+
+
+def test_digests_are_proven_before_anything_is_written(
+    env: Env, plugin_server: PluginServer
+) -> None:
+    """Correct digest -> written and rolled; wrong digest -> nothing written,
+    DigestMismatch; server down -> DownloadFailed; fixed digest -> synced."""
+    metric_digest = sha256(METRIC_BINARY)
+    metric_path = f"/{env.ns}/metric-plugin-v2"
+    metric_url = plugin_server.serve(metric_path, METRIC_BINARY)
+
+    # Correct digest: the binary is downloaded, then the ConfigMap written and rolled.
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY]})
+    env.wait_synced("rollouts")
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    cm = env.config_map()
+    assert cm is not None
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    assert env.checksum_annotation() == expected_checksum(cm)
+    assert GATEWAY["location"].split(str(PLUGIN_PORT), 1)[1] in plugin_server.requests
+    env.wait_idle()
+    before = env.resource_versions("rollouts")
+    deployment = env.deployment()
+
+    def untouched() -> None:
+        env.wait_idle()
+        now = env.resource_versions("rollouts")
+        assert now["configmap"] == before["configmap"], "the ConfigMap was written"
+        assert now["deployment"] == before["deployment"], "the Deployment was written"
+        assert env.deployment()["spec"]["template"] == deployment["spec"]["template"]
+
+    # Wrong digest: nothing but the condition is written.
+    wrong = "f" * 64
+    metric = {"name": "argoproj-labs/sample-metric", "location": metric_url}
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY],
+                              "metric": [{**metric, "sha256": wrong}]})
+    cond = wait_condition(env, "rollouts", "DigestMismatch")
+    assert cond["status"] == "False"
+    assert f"has sha256 {metric_digest}, expected {wrong}" in cond["message"]
+    assert cond["message"].startswith("spec.plugins.metric[0].sha256: ")
+    assert env.events("rollouts", type="Warning", reason="DigestMismatch")
+    untouched()
+
+    # The server is down: the download fails, still nothing written.
+    plugin_server.stop()
+    try:
+        moved = {**metric, "location": plugin_server.url(f"/{env.ns}/metric-plugin-v3"),
+                 "sha256": metric_digest}
+        env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [moved]})
+        cond = wait_condition(env, "rollouts", "DownloadFailed")
+        assert cond["status"] == "False"
+        assert "connection refused" in cond["message"]
+        assert metric_digest in cond["message"]
+        untouched()
+    finally:
+        plugin_server.start()
+
+    # Fixed digest: proven, written, rolled.
+    fixed = {**metric, "sha256": metric_digest}
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [fixed]})
+    env.wait_synced("rollouts")
+    assert env.entries(METRIC) == [fixed]
+    assert env.entries(TRAFFIC) == [GATEWAY]
+    wait_for(lambda: env.checksum_annotation() != deployment["spec"]["template"]["metadata"][
+        "annotations"][ANNOTATION], "the Deployment to roll for the new plugin set")
+    cm = env.config_map()
+    assert cm is not None
+    assert env.checksum_annotation() == expected_checksum(cm)
+
+
+# --- audit: next to argo-rollouts-manager -----------------------------------------------------
+
+# argo-rollouts-manager v0.0.9 (controllers/default.go, configmap.go): this entry is in
+# every rendering, and the rendering is gopkg.in/yaml.v2 of {name, location, sha256}
+# sorted by name, sha256 of traffic router plugins dropped, empty lists as "[]".
+OPENSHIFT = {
+    "name": "argoproj-labs/openshift",
+    "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-openshift/"
+    "releases/download/commit-8d0b3c6c5c18341f9f019cf1015b56b0d0c6085b/"
+    "rollouts-plugin-trafficrouter-openshift-linux-amd64",
+}
+
+
+def operator_rendering(traffic: list[dict[str, str]], metric: list[dict[str, str]]
+                       ) -> dict[str, str]:
+    def render(entries: list[dict[str, str]]) -> str:
+        if not entries:
+            return "[]\n"
+        return "".join(
+            f"- name: {e['name']}\n  location: {e['location']}\n"
+            f"  sha256: \"{e.get('sha256', '')}\"\n"
+            for e in sorted(entries, key=lambda e: e["name"])
+        )
+    dropped = [{"name": e["name"], "location": e["location"]} for e in traffic]
+    return {TRAFFIC: render([*dropped, OPENSHIFT]), METRIC: render(metric)}
+
+
+def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
+    control_plane: controlplane.ControlPlane,
+    reconciler: controlplane.ManagedProcess,
+    namespace: str,
+) -> None:
+    env = Env(control_plane, reconciler, namespace)
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
+    # Before the operator made its Deployment, rollgate waited and wrote no ConfigMap.
+    wait_for(lambda: (c := env.condition("rollouts")) and c["reason"] == "WaitingForDeployment",
+             "PluginsSynced=Unknown while there is no Deployment")
+    assert env.config_map() is None
+
+    # What the operator does next: render the ConfigMap, then create its Deployment.
+    rm = env.get("rolloutmanager", "rollouts")
+    assert rm is not None
+    env.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CM, "labels": {"app.kubernetes.io/name": CM}},
+        "data": operator_rendering([GATEWAY], [PROMETHEUS]),
+    }))
+    env.create_rollouts_deployment(controlled_by=rm)
+
+    dropped = wait_for(
+        lambda: env.events("rollouts", type="Warning", reason="PluginDigestDropped"),
+        "a Warning event about the traffic plugin digest the operator dropped",
+    )
+    assert len(dropped) == 1
+    assert "spec.plugins.trafficManagement[0].sha256" in dropped[0]["message"]
+    assert GATEWAY["sha256"] in dropped[0]["message"]
+    assert env.metric("rollgate_plugins_audit_findings", namespace=namespace,
+                      finding="digest-dropped") == 1
+    assert env.metric("rollgate_plugins_mode", namespace=namespace, mode="audit") == 1
+
+    def unchanged_for(seconds: float, expected: dict[str, str]) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            assert env.resource_versions("rollouts") == expected
+            time.sleep(1)
+
+    env.wait_idle()
+    before = env.resource_versions("rollouts")
+    unchanged_for(30, before)
+
+    # A hand edit of the operator's keys: reported, never reverted by rollgate.
+    passes = env.wait_idle()
+    env.kubectl("patch", "configmap", CM, "--type=merge", "-p",
+                json.dumps({"data": {METRIC: "[]\n"}}))
+    missing = wait_for(lambda: env.events("rollouts", type="Warning", reason="PluginMissing"),
+                       "a Warning event about the plugin the hand edit removed")
+    assert PROMETHEUS["name"] in missing[0]["message"]
+    assert env.reconciles()[0] > passes, "the edit was reconciled"
+    edited = {**before, "configmap": env.resource_versions("rollouts")["configmap"]}
+    unchanged_for(30, edited)
+    assert (env.config_map() or {})["data"][METRIC] == "[]\n"
+    assert len(env.events("rollouts", type="Warning", reason="PluginDigestDropped")) == 1, (
+        "a finding is reported once, not on every pass")
+
+    # rollgate is no field manager of anything the operator owns.
+    for kind, name in (("configmap", CM), ("deployment", "argo-rollouts")):
+        shown = env.kubectl("get", kind, name, "-o", "json", "--show-managed-fields")
+        managers = {m["manager"] for m in json.loads(shown.stdout)["metadata"]["managedFields"]}
+        assert "rollgate" not in managers, (kind, managers)
 
 
 # --- least privilege ------------------------------------------------------------------------
