@@ -117,8 +117,9 @@ def webhook_probes() -> tuple[dict[str, Any], dict[str, Any]]:
     """Dry-run objects that show whether each webhook is active, both accepted by the
     real CRDs: a Stage whose only fault is one the CRD cannot see (a duplicate template
     reference), and a RolloutManager whose digest only the mutating webhook lowercases.
-    They live in rollgate's own namespace, where a denied probe is expected."""
-    meta = {"name": "rollgate-probe", "namespace": SYSTEM_NAMESPACE}
+    Dry runs in ``default`` (the webhooks never gate rollgate's own namespace); the
+    webhook logs denials of dry runs at debug level only."""
+    meta = {"name": "rollgate-probe", "namespace": "default"}
     stage = {
         "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": meta,
         "spec": {
