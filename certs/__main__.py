@@ -2,13 +2,18 @@
 
     python -m certs generate --out-dir DIR [--service S] [--namespace N] [--san X]...
     python -m certs bundle --ca-file DIR/ca.crt
-    python -m certs inject --kubeconfig F --ca-file DIR/ca.crt [--validating rollgate] ...
+    python -m certs inject [--kubeconfig F] --ca-file DIR/ca.crt [--validating rollgate] ...
+
+``inject`` talks to the cluster kubectl would: ``--kubeconfig``, else the in-cluster
+config inside a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. Errors are one line on
+stderr: exit 2 for a CA file that cannot be read, 1 for anything on the cluster side.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -37,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--ca-file", required=True)
 
     i = sub.add_parser("inject", help="patch the caBundle into webhook configurations")
-    i.add_argument("--kubeconfig", default=None, help="default: in-cluster config")
+    i.add_argument("--kubeconfig", default=None,
+                   help="default: in-cluster config in a pod, else $KUBECONFIG or "
+                   "~/.kube/config")
     i.add_argument("--ca-file", required=True)
     i.add_argument("--validating", action="append", default=None,
                    help="ValidatingWebhookConfiguration name (repeatable; default rollgate)")
@@ -47,17 +54,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _api_client(kubeconfig: str | None) -> ApiClient:
-    """An API client from ``kubeconfig``, or the in-cluster config (imported lazily:
-    ``generate`` must work without the kubernetes client loaded)."""
-    from kubernetes import config
+    """An API client for ``--kubeconfig``, else the in-cluster config when running in a
+    pod, else ``$KUBECONFIG`` / ``~/.kube/config`` (what kubectl uses on a workstation).
+    Imported lazily: ``generate`` must work without the kubernetes client loaded."""
+    from reconciler.runtime.kube import load_api_client
 
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    from kubernetes import client
+    return load_api_client(kubeconfig, pool_size=1)
 
-    cfg = client.Configuration()
-    config.load_incluster_config(client_configuration=cfg)
-    return client.ApiClient(cfg)
+
+def _one_line(exc: BaseException) -> str:
+    """What went wrong, in one line an operator can act on (no traceback)."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3.exceptions import HTTPError, MaxRetryError
+
+    if isinstance(exc, ApiException):
+        # The API server's own words (e.g. `... "rollgate" not found`).
+        try:
+            reason = json.loads(exc.body or "{}").get("message") or exc.reason
+        except ValueError:
+            reason = exc.reason
+        return f"{exc.status} {reason}"
+    if isinstance(exc, ConfigException):
+        return (f"no cluster to talk to ({exc}); pass --kubeconfig FILE, set KUBECONFIG, "
+                "or run it in a pod")
+    if isinstance(exc, MaxRetryError):
+        return f"cannot reach the API server ({exc.pool.host}:{exc.pool.port}): {exc.reason}"
+    if isinstance(exc, HTTPError | OSError | ValueError):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,26 +96,39 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         return 0
     if args.command == "bundle":
-        print(ca_bundle(args.ca_file))
+        try:
+            print(ca_bundle(args.ca_file))
+        except (OSError, ValueError) as exc:
+            print(f"python -m certs bundle: {exc}", file=sys.stderr)
+            return 2
         return 0
-    from kubernetes.client.exceptions import ApiException
+    return _inject(args)
 
+
+def _inject(args: argparse.Namespace) -> int:
+    import logging
+
+    # The client retries a refused connection and urllib3 logs each retry to stderr.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        bundle = ca_bundle(args.ca_file)
+    except (OSError, ValueError) as exc:
+        print(f"python -m certs inject: {exc}", file=sys.stderr)
+        return 2
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"python -m certs inject: {args.kubeconfig}: no such file", file=sys.stderr)
+        return 2
     from certs.inject import inject
 
     try:
         done = inject(
             _api_client(args.kubeconfig),
-            bundle=ca_bundle(args.ca_file),
+            bundle=bundle,
             validating=args.validating or ["rollgate"],
             mutating=args.mutating or ["rollgate"],
         )
-    except ApiException as exc:
-        # The API server's own words (e.g. `... "rollgate" not found`), not a traceback.
-        try:
-            reason = json.loads(exc.body or "{}").get("message") or exc.reason
-        except ValueError:
-            reason = exc.reason
-        print(f"python -m certs inject: {reason}", file=sys.stderr)
+    except Exception as exc:  # any failure is one line for the operator, never a traceback
+        print(f"python -m certs inject: {_one_line(exc)}", file=sys.stderr)
         return 1
     for item in done:
         print(f"{item}: caBundle set")

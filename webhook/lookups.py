@@ -24,6 +24,7 @@ template), and only where a stale answer is harmless:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -57,6 +58,18 @@ class _Failed:
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
+
+
+def _api_error(exc: ApiException) -> str:
+    """``403 Forbidden: <the API server's message>``, one line."""
+    text = f"API error {exc.status} {exc.reason}"
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    if isinstance(message, str) and message:
+        text += ": " + " ".join(message.split())[:300]
+    return text
 
 
 class TTLCache:
@@ -120,17 +133,17 @@ class ClusterLookups:
             try:
                 value = fetch(timeout)
             except ApiException as exc:
-                if exc.status == 404:
-                    value = None
-                else:
-                    value = _Failed(f"API error {exc.status} {exc.reason}")
+                value = None if exc.status == 404 else _Failed(_api_error(exc))
             except Exception as exc:  # timeouts, refused connections, TLS errors
                 value = _Failed(f"{type(exc).__name__}: {exc}")
             result = ("error" if isinstance(value, _Failed)
                       else "not_found" if value is None else "found")
             metrics.LOOKUPS.labels(key[0], result).inc()
             if isinstance(value, _Failed):
-                log.warning("look-up failed", extra={"key": "/".join(key), "error": value.reason})
+                # One line: what was looked up and why it failed (never the client's
+                # exception text, which carries the response headers).
+                log.warning("look-up of %s failed: %s", "/".join(k for k in key if k),
+                            value.reason, extra={"key": "/".join(key)})
                 if not cut_short:
                     self._cache.put(key, value, ttl=self._failure_ttl)
             elif value is not None and cache_hits:

@@ -153,3 +153,41 @@ def test_a_spent_budget_skips_the_fetch_and_caches_nothing(unreachable_api, monk
     assert lookups.template("AnalysisTemplate", "ns", "a",
                             deadline=time.monotonic() + 0.5) == {"spec": {}}
     assert len(calls) == 1 and calls[0] <= 0.5
+
+
+def test_a_forbidden_lookup_is_one_log_line_with_status_reason_and_object(caplog):
+    """While a namespace is deleted (or RBAC is missing) the API server answers 403;
+    the log says so in one line, without the client's dump of response headers."""
+    import http.server
+    import threading
+
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = (b'{"kind":"Status","apiVersion":"v1","status":"Failure",'
+                    b'"reason":"Forbidden","code":403,'
+                    b'"message":"analysistemplates.argoproj.io \\"t\\" is forbidden: no"}')
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Noise", "header-that-must-not-be-logged")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.retries = False
+    try:
+        with pytest.raises(schemas.LookupUnavailable):
+            ClusterLookups(k8s.ApiClient(cfg)).template("AnalysisTemplate", "ns", "t")
+    finally:
+        server.shutdown()
+        server.server_close()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rollgate.webhook.lookups"]
+    assert line == ('look-up of AnalysisTemplate/ns/t failed: API error 403 Forbidden: '
+                    'analysistemplates.argoproj.io "t" is forbidden: no')
+    assert "header-that-must-not-be-logged" not in caplog.text
