@@ -10,11 +10,17 @@ RolloutManager and a stand-in ``argo-rollouts`` Deployment, then measures:
 - spec change: ``--changes`` times (default 10), the RolloutManager's metric plugin
   location is changed; the time from the patch's response until a watch shows the new
   location in the ConfigMap.
+- spec change with the digest pre-flight: ``--preflight-changes`` times (default 5), the
+  metric plugin moves to a new https location with a sha256, served from 127.0.0.1 over
+  TLS (a CA made here, ``--plugins-ca-file``) with a binary of ``--binary-mib`` MiB
+  (default 64, the size of a real plugin); every change is a new (location, sha256) pair,
+  so each one downloads and hashes the whole binary before the ConfigMap is written.
 
 Prints median and worst of each and the load average. Nothing is asserted about the
 figures (the e2e tests check the behaviour).
 
-    .venv/bin/python bench/plugins.py [--edits 20] [--changes 10]
+    .venv/bin/python bench/plugins.py [--edits 20] [--changes 10] [--preflight-changes 5]
+                                      [--binary-mib 64]
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
+sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "tests")]
 
 import controlplane  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
+from plugin_server import PluginServer, sha256  # noqa: E402
 from stats import report, summary  # noqa: E402
 
 NS = "bench-plugins"
@@ -40,13 +47,14 @@ METRIC = "metricProviderPlugins"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 
 
-def rollout_manager(location: str) -> dict[str, Any]:
+def rollout_manager(location: str, digest: str | None = None) -> dict[str, Any]:
+    entry = {"name": "argoproj-labs/sample-prometheus", "location": location}
+    if digest:
+        entry["sha256"] = digest
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutManager",
         "metadata": {"name": "rm"},
-        "spec": {"plugins": {"metric": [
-            {"name": "argoproj-labs/sample-prometheus", "location": location},
-        ]}},
+        "spec": {"plugins": {"metric": [entry]}},
     }
 
 
@@ -79,10 +87,13 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--edits", type=int, default=20)
     p.add_argument("--changes", type=int, default=10)
+    p.add_argument("--preflight-changes", type=int, default=5)
+    p.add_argument("--binary-mib", type=int, default=64)
     args = p.parse_args()
 
     plane = controlplane.ControlPlane(with_webhook=False)
     plane.start()
+    server = PluginServer(plane.work_dir / "plugin-server").start()
     try:
         api = plane.api_client()
         core = client.CoreV1Api(api)
@@ -92,7 +103,8 @@ def main() -> int:
         co.create_namespaced_custom_object(GROUP, VERSION, NS, "rolloutmanagers",
                                            rollout_manager("file:///plugins/prom-0"))
         proc = plane.start_reconciler("--controllers", "rollout-plugins", "--no-leader-elect",
-                                      "--namespaces", NS, name="reconciler-bench-plugins")
+                                      "--namespaces", NS, "--plugins-ca-file",
+                                      str(server.ca_file), name="reconciler-bench-plugins")
         proc.wait_ready(60)
 
         def current() -> str | None:
@@ -133,14 +145,32 @@ def main() -> int:
             changes.append(seen - changed)
             time.sleep(0.5)  # let the Deployment annotation and condition writes settle
 
+        binary = bytes(range(256)) * (args.binary_mib * 4096)
+        digest = sha256(binary)
+        proven: list[float] = []
+        for i in range(1, args.preflight_changes + 1):
+            location = server.serve(f"/plugins/{i}/metric-plugin", binary)
+            rv = core.read_namespaced_config_map(CM, NS).metadata.resource_version
+            co.patch_namespaced_custom_object(
+                GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                {"spec": rollout_manager(location, digest)["spec"]})
+            changed = time.monotonic()
+            seen = wait_for_value(core, rv, lambda v, loc=location: loc in (v or ""),
+                                  timeout=300)
+            proven.append(seen - changed)
+            time.sleep(0.5)
+
         result = {
             "hand_edit_revert": summary(reverts),
             "spec_change_to_config_map": summary(changes),
+            "spec_change_with_preflight_to_config_map": {
+                **summary(proven), "binary_mib": args.binary_mib},
             "reconciler_log": str(proc.log_path),
         }
         report(result)
         proc.stop()
     finally:
+        server.stop()
         plane.stop()
     return 0
 
