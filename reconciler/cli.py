@@ -74,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
                    help="engine: rollgate verifies Stages (only where no Kargo controller "
                         "does); observe (default): read-only metrics and Warning events about "
                         "Kargo's own verification; off")
+    p.add_argument("--observe-grace-seconds", type=float, default=60.0,
+                   help="observe mode: how old a run that no verification records must be "
+                        "before it counts as a duplicate (default 60)")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")

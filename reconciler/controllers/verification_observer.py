@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .. import verification as vf
-from ..runtime.types import ANALYSIS_RUN, FREIGHT, STAGE, Context, Key, Obj
+from ..runtime.types import ANALYSIS_RUN, FREIGHT, STAGE, Context, Key, Obj, Requeue
 from .stage_verification import (
     RUNS_BY_STAGE,
     _index_run_by_stage,
@@ -47,6 +47,7 @@ def anomalies(
     freight: Mapping[str, Mapping[str, Any] | None],
     *,
     now: dt.datetime,
+    grace: float = UNRECORDED_GRACE_SECONDS,
 ) -> list[Anomaly]:
     """What looks wrong in another verifier's work on ``stage`` (DESIGN.md, observe)."""
     name = (stage.get("metadata") or {}).get("name") or ""
@@ -65,7 +66,7 @@ def anomalies(
             continue
         stray = sorted(str(r["metadata"]["name"]) for r in group
                        if str(r["metadata"]["name"]) not in recorded.get(cid, set())
-                       and _age(r, now) > UNRECORDED_GRACE_SECONDS)
+                       and _age(r, now) > grace)
         if stray:
             found.append(Anomaly(
                 "DuplicateVerificationRuns", ",".join(stray),
@@ -93,6 +94,22 @@ def anomalies(
                         f"verification {entries[0].get('id')} of Stage {name} Failed, but "
                         f"Freight {freight_name} is still verified in it (status.verifiedIn)"))
     return found
+
+
+def recheck_after(
+    stage: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], *, now: dt.datetime,
+    grace: float,
+) -> float | None:
+    """Seconds until an unrecorded run is old enough to judge (no event would wake the
+    Stage then), or None."""
+    history = [c for c in ((stage.get("status") or {}).get("freightHistory") or [])
+               if isinstance(c, dict)]
+    recorded = {str((e.get("analysisRun") or {}).get("name"))
+                for c in history for e in (c.get("verificationHistory") or [])
+                if isinstance(e, dict)}
+    waits = [grace - _age(r, now) for r in runs
+             if str(r["metadata"]["name"]) not in recorded and _age(r, now) <= grace]
+    return max(1.0, min(waits) + 1.0) if waits else None
 
 
 def _age(run: Mapping[str, Any], now: dt.datetime) -> float:
@@ -139,7 +156,9 @@ class VerificationObserver:
         runs = stage_runs(ctx, key.namespace, key.name)
         names = vf.freight_names(history[0]) if history else []
         freight = {n: ctx.cache.get(FREIGHT, key.namespace, n) for n in names}
-        for anomaly in anomalies(stage, runs, freight, now=dt.datetime.now(dt.UTC)):
+        grace = float(ctx.options.get("observe_grace_seconds", UNRECORDED_GRACE_SECONDS))
+        for anomaly in anomalies(stage, runs, freight, now=dt.datetime.now(dt.UTC),
+                                 grace=grace):
             if not self._first(uid, f"a/{anomaly.kind}/{anomaly.subject}"):
                 continue
             log.warning("verification anomaly", extra={"key": str(key), "kind": anomaly.kind,
@@ -148,6 +167,9 @@ class VerificationObserver:
             if ctx.metrics is not None:
                 ctx.metrics.verification_anomalies.labels(
                     key.namespace, key.name, anomaly.kind).inc()
+        after = recheck_after(stage, runs, now=dt.datetime.now(dt.UTC), grace=grace)
+        if after is not None:
+            raise Requeue(after, "a run no verification records yet")
 
     def _first(self, uid: str, what: str) -> bool:
         with self._lock:
