@@ -1,14 +1,21 @@
-"""Verification latency under load: 100 Stages verified at once.
+"""Verification latency under load, against the floor of the API server's writes.
 
 Starts a control plane (hack/controlplane.py, no webhook: only the reconciler's path is
-measured), creates N Stages each promoted to its own Freight, waits until every
-AnalysisRun exists, then marks all runs Successful at once (as the Argo Rollouts
-controller would) and records, per Stage, the time from its run's phase change to
-``status.verifiedIn.<stage>`` appearing on its Freight, and to the Stage's own
-``Verified=True`` condition (each seen through a watch). Prints median, p90 and worst
-of both, the reconciler's peak RSS (VmHWM), the load average, and the number of runs
-per Stage, which must be exactly one (the bench fails otherwise: a fast result that
-double-created runs would be worthless).
+measured), creates N Stages (Kargo v1 shapes: requestedFreight, spec.verification), each
+promoted to its own Freight the way Kargo records it (hack/kargo.py), with the reconciler
+in engine mode; waits until every AnalysisRun exists, then marks all runs Successful at
+once (playing the Argo Rollouts controller: a bench, unlike the e2e tests, must not spend
+the 2 cores on it) and records, per Stage, the time from its run's phase change to
+``status.verifiedIn.<stage>`` appearing on its Freight and to the Stage's
+``Verified=True`` condition (each seen through a watch).
+
+The floor is measured in the same run: the same N Stages, Freight and runs in a second
+namespace, and a bare client (a watch on the runs and the same number of worker threads)
+that makes exactly the writes a completed verification needs (the Freight's verifiedIn,
+then the Stage status) as soon as it sees the phase change. The report gives median, p90,
+p99 and worst of both and rollgate's p99 as a ratio to the floor's, the reconciler's peak
+RSS (VmHWM), the load average, and the number of runs per Stage, which must be exactly
+one (the bench fails otherwise: a fast result that double-created runs is worthless).
 
 With ``--takeover`` it measures leader failover instead: two reconcilers with leader
 election (``--lease-duration``, default 15 like the Deployment), the leader is killed
@@ -36,12 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
 
 import controlplane  # noqa: E402
+import kargo  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 from stats import report, summary  # noqa: E402
 
 NS = "bench"
+FLOOR_NS = "bench-floor"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 KARGO = "kargo.akuity.io"
+TEMPLATE_SPEC = {"metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -51,8 +61,8 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def runs_per_stage(co: client.CustomObjectsApi) -> collections.Counter[str]:
-    runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
+def runs_per_stage(co: client.CustomObjectsApi, ns: str = NS) -> collections.Counter[str]:
+    runs = co.list_namespaced_custom_object(GROUP, VERSION, ns, "analysisruns")["items"]
     return collections.Counter(r["metadata"]["labels"]["kargo.akuity.io/stage"] for r in runs)
 
 
@@ -91,20 +101,31 @@ def poll(what: str, check, timeout: float = 120.0, every: float = 0.05) -> float
 def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, *,
          count: int) -> None:
     """Namespace ``ns`` with one AnalysisTemplate ``t`` and ``count`` Stages ``s<i>``
-    referencing it, each with its own Freight ``f<i>`` to be promoted."""
+    verifying with it, each with its own Freight ``f<i>`` to be promoted."""
     plane.kubectl("create", "namespace", ns)
     co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
-        "metadata": {"name": "t"},
-        "spec": {"metrics": [{"name": "m", "provider": {"job": {"spec": {}}}}]},
-    })
-    for i in range(count):
+        "metadata": {"name": "t"}, "spec": TEMPLATE_SPEC})
+
+    def one(i: int) -> None:
         co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights", {
             "apiVersion": f"{KARGO}/v1alpha1", "kind": "Freight",
             "metadata": {"name": f"f{i}"}, "origin": {"kind": "Warehouse", "name": "w"}})
         co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", {
             "apiVersion": f"{KARGO}/v1alpha1", "kind": "Stage", "metadata": {"name": f"s{i}"},
-            "spec": {"analysis": {"templates": [{"templateName": "t"}]}}})
+            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                                           "sources": {"direct": True}}],
+                     "verification": {"analysisTemplates": [{"name": "t"}]}}})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(count)))
+
+
+def promote(co: client.CustomObjectsApi, ns: str, i: int) -> None:
+    """Kargo finished promoting f<i> into s<i> (the status shapes Kargo writes)."""
+    co.patch_namespaced_custom_object_status(
+        KARGO, "v1alpha1", ns, "stages", f"s{i}",
+        kargo.promotion_patch(None, {"w": f"f{i}"}, promotion=f"p{i}"))
 
 
 def takeover(args: argparse.Namespace) -> int:
@@ -117,7 +138,8 @@ def takeover(args: argparse.Namespace) -> int:
         co = client.CustomObjectsApi(api)
         coord = client.CoordinationV1Api(api)
         seed(plane, co, ns, count=args.trials)
-        common = ("--controllers", "stage-verification", "--namespaces", ns, "--leader-elect",
+        common = ("--controllers", "stage-verification", "--stage-verification", "engine",
+                  "--namespaces", ns, "--leader-elect",
                   "--lease-duration", str(args.lease_duration))
         to_lease: list[float] = []
         to_run: list[float] = []
@@ -140,8 +162,7 @@ def takeover(args: argparse.Namespace) -> int:
 
                 killed = time.monotonic()
                 leader.kill(signal.SIGKILL)
-                co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", ns, "stages", f"s{i}", {
-                    "status": {"freightHistory": [{"items": {"Warehouse/w": {"name": f"f{i}"}}}]}})
+                promote(co, ns, i)
                 leased = poll("the standby to hold the Lease",
                               lambda i=i: lease_holder(coord) == f"standby-{i}")
                 ran = poll("the standby to create the run", run_exists, every=0.1)
@@ -167,6 +188,106 @@ def takeover(args: argparse.Namespace) -> int:
     return 0
 
 
+class Completion:
+    """Watches ``ns`` and records when each Stage's Freight shows verifiedIn and when
+    its Verified condition turns True, then flips every run to Successful at once."""
+
+    def __init__(self, co: client.CustomObjectsApi, ns: str, n: int) -> None:
+        self.co, self.ns, self.n = co, ns, n
+        self.verified: dict[str, float] = {}
+        self.condition_true: dict[str, float] = {}
+        self.changed: dict[str, float] = {}
+        self.done = threading.Event()
+        self.conditions_done = threading.Event()
+
+    def _watch(self, plural: str, record) -> None:
+        rv = self.co.list_namespaced_custom_object(KARGO, "v1alpha1", self.ns, plural)[
+            "metadata"]["resourceVersion"]
+        w = watch.Watch()
+        for event in w.stream(self.co.list_namespaced_custom_object, KARGO, "v1alpha1",
+                              self.ns, plural, resource_version=rv, timeout_seconds=600):
+            if record(event["object"]):
+                w.stop()
+
+    def _freight(self, obj: dict) -> bool:
+        stage = "s" + obj["metadata"]["name"][1:]
+        if stage in ((obj.get("status") or {}).get("verifiedIn") or {}):
+            self.verified.setdefault(stage, time.monotonic())
+        if len(self.verified) >= self.n:
+            self.done.set()
+        return self.done.is_set()
+
+    def _stage(self, obj: dict) -> bool:
+        if verified_condition(obj):
+            self.condition_true.setdefault(obj["metadata"]["name"], time.monotonic())
+        if len(self.condition_true) >= self.n:
+            self.conditions_done.set()
+        return self.conditions_done.is_set()
+
+    def run(self, runs: dict[str, str], timeout: float) -> dict[str, dict[str, float]]:
+        threading.Thread(target=self._watch, args=("freights", self._freight),
+                         daemon=True).start()
+        threading.Thread(target=self._watch, args=("stages", self._stage),
+                         daemon=True).start()
+        time.sleep(0.5)
+
+        def succeed(stage: str) -> None:
+            self.changed[stage] = time.monotonic()
+            self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, "analysisruns",
+                                                   runs[stage], {"status": {"phase": "Successful"}})
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(succeed, sorted(runs)))
+        if not self.done.wait(timeout) or not self.conditions_done.wait(timeout):
+            raise SystemExit(f"{self.ns}: only {len(self.verified)} of {self.n} verified, "
+                             f"{len(self.condition_true)} Verified=True after {timeout}s")
+        return {
+            "freight_verified_in": summary([self.verified[s] - self.changed[s] for s in runs]),
+            "stage_verified_true": summary([self.condition_true[s] - self.changed[s]
+                                            for s in runs]),
+        }
+
+
+def floor_writer(co: client.CustomObjectsApi, ns: str, workers: int,
+                 stop: threading.Event) -> None:
+    """The floor: on a run's phase change to Successful, the two writes a completed
+    verification needs (Freight verifiedIn, then the Stage status), nothing else."""
+    pool = ThreadPoolExecutor(workers)
+    rv = co.list_namespaced_custom_object(GROUP, VERSION, ns, "analysisruns")[
+        "metadata"]["resourceVersion"]
+
+    def complete(run: dict) -> None:
+        stage = run["metadata"]["labels"]["kargo.akuity.io/stage"]
+        i = stage[1:]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", ns, "freights", f"f{i}", {
+            "status": {"verifiedIn": {stage: {"verifiedAt": now}}}})
+        entry = {"id": run["metadata"]["name"], "actor": "rollgate", "phase": "Successful",
+                 "finishTime": now, "analysisRun": {"name": run["metadata"]["name"],
+                                                    "namespace": ns, "phase": "Successful"}}
+        current = kargo.freight_collection({"w": f"f{i}"})
+        co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", ns, "stages", stage, {
+            "status": {"freightHistory": [{**current, "verificationHistory": [entry]}],
+                       "conditions": [{"type": "Verified", "status": "True",
+                                       "reason": "Verified", "message": "Freight has been verified",
+                                       "observedGeneration": 1, "lastTransitionTime": now}]}})
+
+    w = watch.Watch()
+    try:
+        for event in w.stream(co.list_namespaced_custom_object, GROUP, VERSION, ns,
+                              "analysisruns", resource_version=rv, timeout_seconds=600):
+            if stop.is_set():
+                w.stop()
+                break
+            obj = event["object"]
+            if (obj.get("status") or {}).get("phase") == "Successful":
+                pool.submit(complete, obj)
+    except Exception:
+        if not stop.is_set():
+            raise  # the control plane going away at the end is not an error
+    pool.shutdown(wait=False)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--stages", type=int, default=100)
@@ -179,6 +300,7 @@ def main() -> int:
     if args.takeover:
         return takeover(args)
     n = args.stages
+    timeout = max(120.0, n * 0.5)
 
     plane = controlplane.ControlPlane(with_webhook=False)
     plane.start()
@@ -186,95 +308,69 @@ def main() -> int:
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
         seed(plane, co, NS, count=n)
-        proc = plane.start_reconciler("--controllers", "stage-verification", "--no-leader-elect",
-                                      "--workers", str(args.workers), name="reconciler-bench")
+        proc = plane.start_reconciler("--controllers", "stage-verification",
+                                      "--stage-verification", "engine", "--namespaces", NS,
+                                      "--no-leader-elect", "--workers", str(args.workers),
+                                      name="reconciler-bench")
         proc.wait_ready(60)
-        for i in range(n):
-            co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", NS, "stages", f"s{i}", {
-                "status": {"freightHistory": [{"items": {"Warehouse/w": {"name": f"f{i}"}}}]}})
-        deadline = time.monotonic() + 120
-        while True:
-            runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
-            if len(runs) >= n:
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {len(runs)} of {n} runs after 120s; see {proc.log_path}")
-            time.sleep(0.2)
-        # Let the Running status writes settle so only the completion path is measured.
-        time.sleep(2)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: promote(co, NS, i), range(n)))
+        poll(f"{n} runs", lambda: len(co.list_namespaced_custom_object(
+            GROUP, VERSION, NS, "analysisruns")["items"]) >= n, timeout=timeout, every=0.5)
+        # Let the run-created status writes settle so only the completion path is measured.
+        time.sleep(3)
         runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
         check_one_run_each(runs_per_stage(co), n, "after start")
         by_stage = {r["metadata"]["labels"]["kargo.akuity.io/stage"]: r["metadata"]["name"]
                     for r in runs}
-
-        verified: dict[str, float] = {}
-        condition_true: dict[str, float] = {}
-        done = threading.Event()
-        conditions_done = threading.Event()
-        rv = co.list_namespaced_custom_object(KARGO, "v1alpha1", NS, "freights")[
-            "metadata"]["resourceVersion"]
-        stage_rv = co.list_namespaced_custom_object(KARGO, "v1alpha1", NS, "stages")[
-            "metadata"]["resourceVersion"]
-
-        def watcher() -> None:
-            w = watch.Watch()
-            for event in w.stream(co.list_namespaced_custom_object, KARGO, "v1alpha1", NS,
-                                  "freights", resource_version=rv, timeout_seconds=180):
-                obj = event["object"]
-                stage = "s" + obj["metadata"]["name"][1:]
-                if stage in ((obj.get("status") or {}).get("verifiedIn") or {}):
-                    verified.setdefault(stage, time.monotonic())
-                if len(verified) >= n:
-                    done.set()
-                    w.stop()
-
-        def stage_watcher() -> None:
-            w = watch.Watch()
-            for event in w.stream(co.list_namespaced_custom_object, KARGO, "v1alpha1", NS,
-                                  "stages", resource_version=stage_rv, timeout_seconds=180):
-                obj = event["object"]
-                if verified_condition(obj):
-                    condition_true.setdefault(obj["metadata"]["name"], time.monotonic())
-                if len(condition_true) >= n:
-                    conditions_done.set()
-                    w.stop()
-
-        t = threading.Thread(target=watcher, daemon=True)
-        t.start()
-        threading.Thread(target=stage_watcher, daemon=True).start()
-        time.sleep(0.5)
-        changed: dict[str, float] = {}
-
-        def succeed(stage: str) -> None:
-            changed[stage] = time.monotonic()
-            co.patch_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns",
-                                              by_stage[stage], {"status": {"phase": "Successful"}})
-
-        started = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(succeed, sorted(by_stage)))
-        patched = time.monotonic() - started
-        if not done.wait(120):
-            raise SystemExit(f"only {len(verified)} of {n} verified; see {proc.log_path}")
-        if not conditions_done.wait(120):
-            raise SystemExit(f"only {len(condition_true)} of {n} Stages Verified=True; "
-                             f"see {proc.log_path}")
-        lat = [verified[s] - changed[s] for s in by_stage]
-        cond_lat = [condition_true[s] - changed[s] for s in by_stage]
+        rollgate = Completion(co, NS, n).run(by_stage, timeout)
         time.sleep(2)  # give a late duplicate (the bug this guards against) time to show
         counts = runs_per_stage(co)
         check_one_run_each(counts, n, "after verification")
+        rss = peak_rss_mib(proc.pid)
+        proc.stop()
+
+        # The floor: the same objects, the same writes, a bare client, the same workers.
+        seed(plane, co, FLOOR_NS, count=n)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: promote(co, FLOOR_NS, i), range(n)))
+
+        def create_run(i: int) -> tuple[str, str]:
+            cid = kargo.collection_id([f"f{i}"])
+            name = f"s{i}.{cid[:7]}.1"
+            co.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisRun",
+                "metadata": {"name": name, "labels": {"kargo.akuity.io/stage": f"s{i}"}},
+                "spec": TEMPLATE_SPEC})
+            return f"s{i}", name
+
+        with ThreadPoolExecutor(8) as pool:
+            floor_runs = dict(pool.map(create_run, range(n)))
+        stop = threading.Event()
+        writer = threading.Thread(target=floor_writer, args=(co, FLOOR_NS, args.workers, stop),
+                                  daemon=True)
+        writer.start()
+        time.sleep(1)
+        floor = Completion(co, FLOOR_NS, n).run(floor_runs, timeout)
+        stop.set()
+        co.delete_collection_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns")
+        writer.join(10)  # the delete events end the floor watch
+
+        ours, base = rollgate["freight_verified_in"], floor["freight_verified_in"]
         result = {
             "stages": n,
             "workers": args.workers,
-            "phase_changes_written_in_s": round(patched, 3),
-            "freight_verified_in": summary(lat),
-            "stage_verified_true": summary(cond_lat),
-            "reconciler_peak_rss_mib": round(peak_rss_mib(proc.pid), 1),
+            "rollgate": rollgate,
+            "floor_bare_client": floor,
+            "p99_ratio_to_floor": {
+                "freight_verified_in": round(ours["p99_s"] / base["p99_s"], 2),
+                "stage_verified_true": round(rollgate["stage_verified_true"]["p99_s"]
+                                             / floor["stage_verified_true"]["p99_s"], 2),
+            },
+            "reconciler_peak_rss_mib": round(rss, 1),
             "runs_per_stage": sorted(set(counts.values())),
         }
         report(result)
-        proc.stop()
     finally:
         plane.stop()
     return 0
