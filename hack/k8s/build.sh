@@ -1,23 +1,55 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control-plane binaries the e2e tests and `make dev`
-# run: etcd, kube-apiserver, kube-controller-manager and a version-matched
-# kubectl. They are built from the published Go modules (no Docker, no release
-# tarballs) so a fresh machine only needs Go and the module proxy.
+# Builds the real binaries the e2e tests and `make dev` run: etcd, kube-apiserver,
+# kube-controller-manager and a version-matched kubectl, plus the Argo Rollouts
+# controller and its sample metric plugin. They are built from the published Go
+# modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
+# module proxy. Versions come from hack/versions.env.
 #
-# Output: ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}/<version>/
-# Binaries already there are reused when they run `--version` successfully.
-# With ROLLGATE_K8S_BIN set, nothing is built: the binaries there are checked.
+# Usage: hack/k8s/build.sh [all|k8s|rollouts]      (default: all)
+#
+# Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
+#   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
+#   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
+# Binaries already there are reused when they run and report the pinned version.
+# Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
+# `make -j`, CI steps) wait for each other instead of writing the same files.
+# With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
+# (all six by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-version="$(tr -d '[:space:]' <"${here}/VERSION")"
+hack="$(dirname "${here}")"
+# shellcheck source=../versions.env
+source "${hack}/versions.env"
+version="${KUBERNETES_VERSION}"
+rollouts_version="${ARGO_ROLLOUTS_VERSION}"
 # The etcd release is the one etcd/go.mod requires (one line, or inside a block).
-etcd_version="$(awk '{sub(/^require[ \t]+/, "")} $1 == "go.etcd.io/etcd/server/v3" {print $2}' \
-    "${here}/etcd/go.mod")"
-out="${ROLLGATE_K8S_CACHE:-${HOME}/.cache/rollgate/k8s}/${version}"
-binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+required() {
+    awk -v m="$2" '{sub(/^require[ \t]+/, "")} $1 == m {print $2}' "$1"
+}
+etcd_version="$(required "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+cache="${ROLLGATE_K8S_CACHE:-${HOME}/.cache/rollgate/k8s}"
+out="${cache}/${version}"
+rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
+k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+rollouts_binaries=(rollouts-controller metrics-plugin-sample)
+
+what="${1:-all}"
+case "${what}" in
+    all) binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}") ;;
+    k8s) binaries=("${k8s_binaries[@]}") ;;
+    rollouts) binaries=("${rollouts_binaries[@]}") ;;
+    *) printf 'usage: %s [all|k8s|rollouts]\n' "$0" >&2; exit 2 ;;
+esac
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
+
+dest_dir() {
+    case "$1" in
+        rollouts-controller | metrics-plugin-sample) printf '%s' "${rollouts_out}" ;;
+        *) printf '%s' "${out}" ;;
+    esac
+}
 
 # A binary counts as present only if it executes and reports the pinned version: a
 # half-written file from an interrupted build, or one left from an older pin of
@@ -27,10 +59,17 @@ works() {
     [[ -x "${bin}" ]] || return 1
     case "$(basename "${bin}")" in
         kubectl) out="$("${bin}" version --client 2>&1)" || return 1 ;;
+        # A go-plugin binary run without its host's handshake says so and exits 1;
+        # that message proves it starts. Its version is its directory's.
+        metrics-plugin-sample)
+            out="$("${bin}" 2>&1 </dev/null)" || true
+            [[ "${out}" == *"This binary is a plugin"* ]]
+            return ;;
         *) out="$("${bin}" --version 2>&1)" || return 1 ;;
     esac
     case "$(basename "${bin}")" in
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
+        rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
     esac
 }
@@ -49,6 +88,28 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
 fi
 
 command -v go >/dev/null || { log "go is not installed (needed to build ${binaries[*]})"; exit 1; }
+command -v flock >/dev/null || { log "flock (util-linux) is not installed (needed to lock ${cache})"; exit 1; }
+
+# go.mod cannot read versions.env, so a wrapper module that pins something else is
+# refused here rather than silently building another release.
+check_pin() {
+    local modfile="$1" module="$2" want="$3" got
+    got="$(required "${modfile}" "${module}")"
+    if [[ "${got}" != "${want}" ]]; then
+        log "${modfile} requires ${module} ${got:-(nothing)}, hack/versions.env pins ${want}"
+        exit 1
+    fi
+}
+check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
+check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
+
+mkdir -p "${cache}"
+lock="${cache}/.build.lock"
+exec 9>>"${lock}"
+if ! flock -n 9; then
+    log "another build holds ${lock}; waiting for it (its binaries will be reused)"
+    flock 9
+fi
 
 minor="${version#v1.}"
 minor="${minor%%.*}"
@@ -63,24 +124,33 @@ ldflags_k8s="-s -w \
  -X k8s.io/client-go/pkg/version.gitVersion=${version} \
  -X k8s.io/client-go/pkg/version.gitMajor=1 \
  -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
+# The variables upstream's Makefile sets (utils/version); `--version` then reports
+# v<version>+unknown, as any build without its git checkout does.
+ldflags_rollouts="-s -w \
+ -X github.com/argoproj/argo-rollouts/utils/version.version=${rollouts_version#v} \
+ -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z"
 
-mkdir -p "${out}"
 started_all=${SECONDS}
 
 build() {
     local name="$1" module_dir="$2" pkg="$3" ldflags="$4"
-    local dest="${out}/${name}"
+    local dir
+    dir="$(dest_dir "${name}")"
+    local dest="${dir}/${name}"
     if works "${dest}"; then
         log "${name}: cached at ${dest}"
         return 0
     fi
+    mkdir -p "${dir}"
     log "${name}: building ${pkg} (first build on a fresh machine takes a while)"
     local started=${SECONDS}
     # Build to a temporary name and rename, so an interrupted build never
     # leaves something that looks like a finished binary. The build runs in the
-    # background only so that a heartbeat shows it is alive during the long link.
+    # background only so that a heartbeat shows it is alive during the long link;
+    # it does not inherit the lock's descriptor (9), so a go process left behind
+    # by a killed script cannot keep the next build waiting.
     (cd "${module_dir}" && CGO_ENABLED=0 \
-        go build -trimpath -ldflags "${ldflags}" -o "${dest}.tmp" "${pkg}") &
+        go build -trimpath -ldflags "${ldflags}" -o "${dest}.tmp" "${pkg}") 9>&- &
     local pid=$! last=${SECONDS}
     while kill -0 "${pid}" 2>/dev/null; do
         sleep 1
@@ -98,15 +168,28 @@ build() {
     log "${name}: built in $((SECONDS - started))s"
 }
 
-build etcd "${here}/etcd" go.etcd.io/etcd/server/v3 "-s -w"
-build kube-apiserver "${here}/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "${ldflags_k8s}"
-build kube-controller-manager "${here}/apiserver" \
-    k8s.io/kubernetes/cmd/kube-controller-manager "${ldflags_k8s}"
-build kubectl "${here}/apiserver" k8s.io/kubernetes/cmd/kubectl "${ldflags_k8s}"
+if [[ "${what}" != rollouts ]]; then
+    build etcd "${here}/etcd" go.etcd.io/etcd/server/v3 "-s -w"
+    build kube-apiserver "${here}/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "${ldflags_k8s}"
+    build kube-controller-manager "${here}/apiserver" \
+        k8s.io/kubernetes/cmd/kube-controller-manager "${ldflags_k8s}"
+    build kubectl "${here}/apiserver" k8s.io/kubernetes/cmd/kubectl "${ldflags_k8s}"
+fi
+if [[ "${what}" != k8s ]]; then
+    # The sample plugin's package imports an internal/ package of its own module, which
+    # Go allows because the importer is inside that module: building the package
+    # path from this wrapper module needs nothing special.
+    build rollouts-controller "${hack}/rollouts" \
+        github.com/argoproj/argo-rollouts/cmd/rollouts-controller "${ldflags_rollouts}"
+    build metrics-plugin-sample "${hack}/rollouts" \
+        github.com/argoproj/argo-rollouts/test/cmd/metrics-plugin-sample "${ldflags_rollouts}"
+fi
 
 for b in "${binaries[@]}"; do
-    works "${out}/${b}" || { log "${out}/${b} does not run"; exit 1; }
+    works "$(dest_dir "${b}")/${b}" || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
 done
-log "all binaries ready in ${out} (kubernetes ${version}, etcd ${etcd_version}," \
-    "$((SECONDS - started_all))s)"
-printf '%s\n' "${out}"
+[[ "${what}" == rollouts ]] || log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}"
+[[ "${what}" == k8s ]] || log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}"
+log "done in $((SECONDS - started_all))s"
+# stdout: the Kubernetes binaries' directory, as before (the rollouts one with `rollouts`).
+if [[ "${what}" == rollouts ]]; then printf '%s\n' "${rollouts_out}"; else printf '%s\n' "${out}"; fi

@@ -1,0 +1,233 @@
+"""The real Argo Rollouts controller executes AnalysisRuns on the e2e control plane.
+
+``rollouts-controller`` (built by hack/k8s/build.sh at the pinned version) runs on the
+host with ``--controllers=analysis``, as a ManagedProcess the test stops. The metrics
+it measures come from an HTTP server this test runs on 127.0.0.1, so every phase
+checked here is the controller's own verdict on what that server answered.
+
+Waits poll the API up to a generous deadline; no test asserts how fast something happens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import controlplane
+import pytest
+import rollouts
+import yaml
+
+DEADLINE = 60.0
+TERMINAL = {"Successful", "Failed", "Error", "Inconclusive"}
+# The sample plugin reads its settings from the metric's plugin entry under this exact
+# name (test/cmd/metrics-plugin-sample), so the ConfigMap must register it so too.
+SAMPLE_PLUGIN = "argoproj/sample-prometheus"
+QUERY = 'sum(rate(http_requests_total{job="checkout",code!~"5.."}[5m]))'
+
+
+class MetricServer:
+    """A loopback HTTP server that answers the web metric and Prometheus queries.
+
+    ``health`` is the JSON body of ``/health``; ``/api/v1/query`` answers a scalar
+    ``prometheus_value``. Every request is recorded, so a test can show the controller
+    (or its plugin) asked.
+    """
+
+    def __init__(self) -> None:
+        self.health: dict[str, Any] = {}
+        self.prometheus_value = "0"
+        self.requests: list[tuple[str, str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                server.requests.append((self.command, self.path, body))
+                if self.path == "/health":
+                    payload: dict[str, Any] = server.health
+                elif self.path.startswith("/api/v1/query"):
+                    payload = {
+                        "status": "success",
+                        "data": {"resultType": "scalar",
+                                 "result": [time.time(), server.prometheus_value]},
+                    }
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def metric_server() -> Iterator[MetricServer]:
+    server = MetricServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def rollouts_binaries() -> rollouts.RolloutsBinaries:
+    try:
+        return rollouts.find_binaries()
+    except rollouts.RolloutsBinariesMissing as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture
+def start_controller(
+    control_plane: controlplane.ControlPlane,
+    rollouts_binaries: rollouts.RolloutsBinaries,
+    tmp_path: Path,
+) -> Iterator[Callable[..., controlplane.ManagedProcess]]:
+    """Start the real controller for this test; it is stopped when the test ends."""
+    started: list[controlplane.ManagedProcess] = []
+
+    def start(**kwargs: Any) -> controlplane.ManagedProcess:
+        proc = rollouts.start_controller(
+            control_plane.kubeconfig,
+            tmp_path / "rollouts",
+            log_path=tmp_path / "rollouts-controller.log",
+            binaries=rollouts_binaries,
+            **kwargs,
+        )
+        started.append(proc)
+        proc.wait_ready(60)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+def create(kubectl: Callable[..., Any], obj: dict[str, Any]) -> None:
+    kubectl("create", "-f", "-", input=json.dumps(obj))
+
+
+def analysis_run(namespace: str, name: str, metric: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"metrics": [metric]},
+    }
+
+
+def finished_run(
+    kubectl: Callable[..., Any], namespace: str, name: str, proc: controlplane.ManagedProcess
+) -> dict[str, Any]:
+    """The AnalysisRun once the controller gave it a terminal phase."""
+    deadline = time.monotonic() + DEADLINE
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        run = json.loads(kubectl("get", "analysisrun", name, "-n", namespace, "-o", "json").stdout)
+        if run.get("status", {}).get("phase") in TERMINAL:
+            return run
+        assert proc.alive(), f"controller exited:\n{proc.log_tail()}"
+        time.sleep(0.2)
+    pytest.fail(
+        f"AnalysisRun {namespace}/{name} not finished after {DEADLINE:.0f}s: "
+        f"{run.get('status')!r}\ncontroller log:\n{proc.log_tail()}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("healthy", "phase"), [(True, "Successful"), (False, "Failed")], ids=["healthy", "unhealthy"]
+)
+def test_controller_executes_a_web_metric(
+    kubectl: Callable[..., Any],
+    namespace: str,
+    metric_server: MetricServer,
+    start_controller: Callable[..., controlplane.ManagedProcess],
+    healthy: bool,
+    phase: str,
+) -> None:
+    # Watching every namespace, as a cluster-scoped install does; its (absent)
+    # argo-rollouts-config is looked up in the test namespace.
+    proc = start_controller(config_namespace=namespace)
+    metric_server.health = {"ok": healthy, "errors": 0 if healthy else 7}
+    create(kubectl, analysis_run(namespace, "web", {
+        "name": "health",
+        "successCondition": "result == true",
+        "failureCondition": "result == false",
+        "provider": {"web": {"url": f"{metric_server.url}/health", "jsonPath": "{$.ok}"}},
+    }))
+
+    run = finished_run(kubectl, namespace, "web", proc)
+
+    assert run["status"]["phase"] == phase, run["status"]
+    result = run["status"]["metricResults"][0]
+    assert result["name"] == "health"
+    assert result["phase"] == phase
+    assert result["measurements"][0]["value"] == str(healthy).lower()
+    assert ("GET", "/health", "") in metric_server.requests
+
+
+def test_controller_loads_the_sample_plugin_from_its_configmap(
+    kubectl: Callable[..., Any],
+    namespace: str,
+    metric_server: MetricServer,
+    start_controller: Callable[..., controlplane.ManagedProcess],
+    rollouts_binaries: rollouts.RolloutsBinaries,
+    tmp_path: Path,
+) -> None:
+    # Plugins are read from the ConfigMap when the controller starts, so it comes first;
+    # the controller is namespaced to it, as argo-rollouts-manager runs one per namespace.
+    plugins = [{"name": SAMPLE_PLUGIN,
+                "location": f"file://{rollouts_binaries.metrics_plugin_sample}"}]
+    create(kubectl, {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": rollouts.CONFIGMAP, "namespace": namespace},
+        "data": {"metricProviderPlugins": yaml.safe_dump(plugins)},
+    })
+    proc = start_controller(namespace=namespace)
+    # The controller copied the plugin into <its work dir>/plugin-bin/<org>/<name>.
+    copied = tmp_path / "rollouts" / "plugin-bin" / "argoproj" / "sample-prometheus"
+    assert copied.read_bytes() == rollouts_binaries.metrics_plugin_sample.read_bytes()
+
+    metric_server.prometheus_value = "0.99"
+    create(kubectl, analysis_run(namespace, "plugin", {
+        "name": "success-rate",
+        "successCondition": "result >= 0.95",
+        "provider": {"plugin": {SAMPLE_PLUGIN: {"address": metric_server.url, "query": QUERY}}},
+    }))
+
+    run = finished_run(kubectl, namespace, "plugin", proc)
+
+    assert run["status"]["phase"] == "Successful", run["status"]
+    result = run["status"]["metricResults"][0]
+    assert result["measurements"][0]["value"] == "0.99"
+    # Asked of the plugin over RPC (GetMetadata) and stored by the controller.
+    assert result["metadata"] == {"ResolvedPrometheusQuery": QUERY}
+    # The plugin process, not the controller, asked our Prometheus for the query.
+    queries = [r for r in metric_server.requests if r[1].startswith("/api/v1/query")]
+    assert queries and any("checkout" in (path + body) for _, path, body in queries), queries
