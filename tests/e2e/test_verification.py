@@ -262,8 +262,7 @@ def test_sigkill_and_restart_make_exactly_one_run(control_plane: controlplane.Co
     cluster.stage("prod", templates=("long",))
     cluster.promote("prod", "f1")
     wait_for("a run", lambda: cluster.runs("prod"))
-    proc.process.send_signal(signal.SIGKILL)
-    proc.process.wait(10)
+    proc.kill(signal.SIGKILL)  # between creating the run and anything after it, maybe
     control_plane.stop_process(proc)
     again = start_reconciler(control_plane, cluster.ns, "--no-leader-elect", name="rv-again")
     try:
