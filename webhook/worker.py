@@ -178,6 +178,7 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
             self.log.debug("closed a connection: %s", cut, extra={"peer": str(conn.client)})
         self._release(conn)
         conn.phase = CLOSED
+        conn.on_event = None  # the partial refers back to conn: free it now, not at GC
         self.nr_conns -= 1
         conn.close()
 

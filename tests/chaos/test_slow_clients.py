@@ -26,26 +26,30 @@ HEAD = (b"POST /validate/stages HTTP/1.1\r\nHost: webhook\r\n"
         b"Content-Type: application/json\r\n")
 
 
-def _trickle(sock: socket.socket, data: bytes, every: float, stop: threading.Event) -> None:
-    """Send ``data`` one byte every ``every`` seconds until stopped or cut off."""
-    for i in range(len(data)):
-        if stop.is_set():
-            return
-        try:
+def _trickle(webhook, prefix: bytes, data: bytes, every: float, stop: threading.Event,
+             socks: list[socket.socket]) -> None:
+    """Connect, send ``prefix``, then ``data`` one byte every ``every`` seconds until
+    stopped or cut off. Each slow client connects on its own, at the same time as the
+    others, as an attacker's would."""
+    sock = webhook.tls()
+    socks.append(sock)
+    try:
+        sock.sendall(prefix)
+        for i in range(len(data)):
+            if stop.is_set():
+                return
             sock.sendall(data[i:i + 1])
-        except OSError:
-            return  # the server closed it
-        stop.wait(every)
+            stop.wait(every)
+    except OSError:
+        return  # the server closed it
 
 
 def _run_tricklers(webhook, attack: str, prefix: bytes, rest: bytes) -> None:
-    socks = [webhook.tls() for _ in range(SLOW_CLIENTS)]
+    socks: list[socket.socket] = []
     stop = threading.Event()
+    threads = [threading.Thread(target=_trickle, args=(webhook, prefix, rest, 0.25, stop, socks),
+                                daemon=True) for _ in range(SLOW_CLIENTS)]
     try:
-        for sock in socks:
-            sock.sendall(prefix)
-        threads = [threading.Thread(target=_trickle, args=(s, rest, 0.25, stop), daemon=True)
-                   for s in socks]
         for t in threads:
             t.start()
         with probing(webhook, attack):
@@ -54,6 +58,7 @@ def _run_tricklers(webhook, attack: str, prefix: bytes, rest: bytes) -> None:
         stop.set()
         for t in threads:
             t.join(5)
+        assert len(socks) == SLOW_CLIENTS
         statuses = []
         for sock in socks:
             try:

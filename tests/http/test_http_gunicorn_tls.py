@@ -101,6 +101,20 @@ def _serve(tmp_path: Path, *, workers: int, threads: int, extra: tuple[str, ...]
             proc.wait()
 
 
+AEAD_TLS12 = ("ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256",
+              "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-AES256-GCM-SHA384",
+              "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-CHACHA20-POLY1305")
+
+
+def _tls12_client(ciphers: str) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_ciphers(ciphers + ":@SECLEVEL=0")
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
 def test_real_gunicorn_over_tls(server):
     srv, paths = server
 
@@ -159,6 +173,21 @@ def test_real_gunicorn_over_tls(server):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
             modern.wrap_socket(raw) as tls:
         assert tls.version() == "TLSv1.2"
+        assert tls.cipher()[0] in AEAD_TLS12  # the server picks AEAD
+
+    # TLS 1.2 with CBC suites only (what OpenSSL's defaults used to add) is refused;
+    # each AEAD suite on its own is accepted.
+    cbc = _tls12_client("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384:"
+                        "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA")
+    with pytest.raises(ssl.SSLError), socket.create_connection(
+            ("127.0.0.1", srv.port), timeout=10) as raw:
+        cbc.wrap_socket(raw).close()
+    for suite in AEAD_TLS12:
+        if "RSA" in suite:
+            continue  # the test certificate is ECDSA
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+                _tls12_client(suite).wrap_socket(raw) as tls:
+            assert tls.cipher()[0] == suite
 
     # Rotation: new files on disk, and new connections get the new certificate.
     assert srv.served_cert() == _der(paths.tls_cert)
