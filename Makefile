@@ -1,6 +1,7 @@
 # rollgate developer commands. `make dev` and `make test` work on a fresh machine:
-# they create .venv, install the project, and build kube-apiserver + etcd once
-# (cached in ~/.cache/rollgate/k8s/<version>/, or taken from $ROLLGATE_K8S_BIN).
+# they create .venv, install the project, and build etcd, kube-apiserver,
+# kube-controller-manager, kubectl and the real Argo Rollouts controller once
+# (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or taken from $ROLLGATE_K8S_BIN).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -46,7 +47,8 @@ fuzz: venv
 
 .PHONY: bench-verification bench-plugins
 bench-verification: venv k8s
-	$(PY) bench/verification.py
+	$(PY) bench/verification.py --stages 100
+	$(PY) bench/verification.py --stages 1000
 	$(PY) bench/verification.py --takeover
 
 bench-plugins: venv k8s
