@@ -654,8 +654,10 @@ class ControlPlane:
                 out = self.kubectl("create", "--dry-run=server", "-f", "-",
                                    input=json.dumps(probe_invalid), check=False)
                 # The CRD accepts this probe; only the validating webhook refuses it:
-                # either it denies it or, with the process down, fails closed.
-                seen_validating = out.returncode != 0
+                # either it denies it or, with the process down, fails closed. Both
+                # messages name it; any other refusal means the probe itself is wrong.
+                seen_validating = out.returncode != 0 and (
+                    "validate-stages.rollgate.dev" in out.stderr + out.stdout)
             if mutating is not None:
                 out = self.kubectl("create", "--dry-run=server", "-f", "-", "-o", "json",
                                    input=json.dumps(probe_valid), check=False)
@@ -747,11 +749,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in background
     plane = ControlPlane(work_dir=args.work_dir, with_webhook=not args.no_webhook, verbose=True)
-    with plane:
+    plane.start()
+    try:
         print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while all(p.alive() for p in plane.processes):
                 time.sleep(1)
+    finally:
+        # A second Ctrl-C must not cut the teardown short (or print a traceback).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        plane.stop()
     return 0
 
 
