@@ -162,7 +162,12 @@ def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedPro
         f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml   # denied, every path",
         f"  kubectl apply -n {ns} -f {rel}/defaulting/                   # defaulted + warnings",
-        f"  kubectl get -n {ns} configmap argo-rollouts-config -o yaml       # synced plugins",
+        "  # plugins: the digest pre-flight downloads each https plugin before anything is"
+        " written;",
+        "  # with no route to github.com here that is PluginsSynced=False DownloadFailed and",
+        "  # argo-rollouts-config left as it was:",
+        f"  kubectl get -n {ns} rolloutmanager argo-rollouts "
+        "-o jsonpath='{.status.conditions[0].message}'",
         "  # Kargo finishes promoting the example Freight to Stage `test` (this plays it):",
         f"  {promote_command(ns)}",
         "  # rollgate starts an AnalysisRun; the real Argo Rollouts controller runs it:",
