@@ -154,8 +154,14 @@ def start_controller(
     config_namespace: str | None = None,
     binaries: RolloutsBinaries | None = None,
     name: str = CONTROLLER,
+    base_env: Mapping[str, str] | None = None,
 ) -> ManagedProcess:
-    """Start the controller in ``work_dir`` (created); not waited for: ``.wait_ready()``."""
+    """Start the controller in ``work_dir`` (created); not waited for: ``.wait_ready()``.
+
+    ``base_env``: its environment instead of ours (see ``controller_command``), e.g. ours
+    plus ``SSL_CERT_FILE``: it downloads https plugins with Go's default client, which
+    trusts only the CAs that variable (else the system) names.
+    """
     binaries = binaries or find_binaries()
     work_dir.mkdir(parents=True, exist_ok=True)
     command = controller_command(
@@ -166,6 +172,7 @@ def start_controller(
         healthz_port=free_port(),
         namespace=namespace,
         config_namespace=config_namespace,
+        base_env=base_env,
     )
     offset = log_path.stat().st_size if log_path.exists() else 0
     return ManagedProcess(

@@ -6,7 +6,9 @@ everything is driven and checked with kubectl, the way a user would. A stand-in
 ``argo-rollouts`` Deployment plays the Argo Rollouts controller: no pod needs to run, its
 pod template is what tells whether the controller would be restarted. Remote plugins are
 served over HTTPS from 127.0.0.1 with a CA the test made (``--plugins-ca-file``), so the
-digest pre-flight downloads real bytes over verified TLS.
+digest pre-flight downloads real bytes over verified TLS. Where the real Argo Rollouts
+controller (hack/rollouts.py) is started after rollgate wrote the ConfigMap, it downloads
+the real sample metric plugin from that server too and runs it.
 
 Waits poll the API up to a generous deadline; no test asserts how fast something happens.
 """
@@ -15,17 +17,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import controlplane
 import pytest
+import rollouts
 import yaml
 from k8sprocess import free_port
 from plugin_server import PluginServer, sha256
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_stub import PrometheusStub
 
 CM = "argo-rollouts-config"
 TRAFFIC = "trafficRouterPlugins"
@@ -668,6 +676,170 @@ def test_digests_are_proven_before_anything_is_written(
     cm = env.config_map()
     assert cm is not None
     assert env.checksum_annotation() == expected_checksum(cm)
+
+
+# --- the real Argo Rollouts controller loads what rollgate wrote ----------------------------
+
+# The sample plugin reads its settings from the metric's plugin entry under this exact
+# name (argo-rollouts test/cmd/metrics-plugin-sample), so it must be registered so too.
+SAMPLE_PLUGIN = "argoproj/sample-prometheus"
+QUERY = 'sum(rate(http_requests_total{job="checkout",code!~"5.."}[5m]))'
+# Argo Rollouts v1.9.1 (utils/plugin/downloader.go, controller/controller.go): a digest
+# mismatch after the download ends the process at start.
+FATAL = "level=fatal"
+MISMATCH = "does not match expected hash"
+
+
+@dataclass(frozen=True)
+class SamplePlugin:
+    body: bytes
+    digest: str
+
+
+@pytest.fixture(scope="module")
+def sample_plugin() -> SamplePlugin:
+    """The real metrics-plugin-sample built by hack/k8s/build.sh, and its sha256."""
+    try:
+        binaries = rollouts.find_binaries()
+    except rollouts.RolloutsBinariesMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    body = binaries.metrics_plugin_sample.read_bytes()
+    return SamplePlugin(body=body, digest=sha256(body))
+
+
+@pytest.fixture
+def start_rollouts(
+    control_plane: controlplane.ControlPlane,
+    plugin_server: PluginServer,
+    tmp_path: Path,
+) -> Iterator[Callable[[str], controlplane.ManagedProcess]]:
+    """Start the real controller namespaced to a namespace (not waited for), as
+    argo-rollouts-manager runs one per namespace; stopped when the test ends.
+
+    Its work directory (where ``plugin-bin/`` goes) is this test's. It trusts the plugin
+    server's CA through ``SSL_CERT_FILE``: Go's default client, which Argo Rollouts
+    downloads with, reads the trusted CAs from there.
+    """
+    started: list[controlplane.ManagedProcess] = []
+
+    def start(namespace: str) -> controlplane.ManagedProcess:
+        proc = rollouts.start_controller(
+            control_plane.kubeconfig,
+            tmp_path / "rollouts",
+            log_path=tmp_path / "rollouts-controller.log",
+            namespace=namespace,
+            base_env={**os.environ, "SSL_CERT_FILE": str(plugin_server.ca_file)},
+        )
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+def test_the_real_controller_loads_the_plugin_rollgate_wrote(
+    env: Env,
+    plugin_server: PluginServer,
+    sample_plugin: SamplePlugin,
+    start_rollouts: Callable[[str], controlplane.ManagedProcess],
+    tmp_path: Path,
+) -> None:
+    """Sync mode: rollgate proves the https plugin's sha256, writes the ConfigMap and
+    rolls the Deployment; Argo Rollouts, (re)started after that, downloads the same bytes,
+    accepts the digest, and a run measured by the plugin succeeds."""
+    path = f"/{env.ns}/metrics-plugin-sample"
+    plugin = {"name": SAMPLE_PLUGIN, "location": plugin_server.serve(path, sample_plugin.body),
+              "sha256": sample_plugin.digest}
+    env.apply_rm("rollouts", {"metric": [plugin]})
+
+    env.wait_synced("rollouts")
+    assert env.entries(METRIC) == [plugin]
+    cm = env.config_map()
+    assert cm is not None
+    wait_for(env.checksum_annotation, "the checksum annotation on the Deployment")
+    assert env.checksum_annotation() == expected_checksum(cm)
+    preflight = plugin_server.requests.count(path)
+    assert preflight >= 1, "rollgate downloaded the plugin before writing it"
+
+    # The Deployment rolled: what a kubelet would now do is what the harness does,
+    # start Argo Rollouts, which reads the ConfigMap once, at start.
+    proc = start_rollouts(env.ns)
+    proc.wait_ready(180)
+    assert plugin_server.requests.count(path) > preflight, "Argo Rollouts downloaded it too"
+    log = proc.log_path.read_text(errors="replace")
+    assert f"Downloading plugin {SAMPLE_PLUGIN} from: {plugin['location']}" in log
+    assert MISMATCH not in log
+    installed = tmp_path / "rollouts" / "plugin-bin" / "argoproj" / "sample-prometheus"
+    assert sha256(installed.read_bytes()) == sample_plugin.digest
+
+    with PrometheusStub(value="0.99") as prometheus:
+        env.kubectl("create", "-f", "-", input=json.dumps({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisRun",
+            "metadata": {"name": "plugin", "namespace": env.ns},
+            "spec": {"metrics": [{
+                "name": "success-rate",
+                "successCondition": "result >= 0.95",
+                "provider": {"plugin": {SAMPLE_PLUGIN: {"address": prometheus.url,
+                                                        "query": QUERY}}},
+            }]},
+        }))
+
+        def finished() -> dict[str, Any] | None:
+            assert proc.alive(), f"Argo Rollouts exited:\n{proc.log_tail()}"
+            run = env.get("analysisrun", "plugin") or {}
+            phase = (run.get("status") or {}).get("phase")
+            return run if phase in ("Successful", "Failed", "Error", "Inconclusive") else None
+
+        run = wait_for(finished, "the AnalysisRun to finish", deadline=120)
+
+    assert run["status"]["phase"] == "Successful", run["status"]
+    result = run["status"]["metricResults"][0]
+    assert result["phase"] == "Successful"
+    assert result["measurements"][0]["value"] == "0.99"
+    # Asked of the plugin over RPC (GetMetadata) and stored by the controller.
+    assert result["metadata"] == {"ResolvedPrometheusQuery": QUERY}
+    # The plugin process, not the controller, asked our Prometheus.
+    assert QUERY in prometheus.queries
+
+
+def test_the_real_controller_exits_on_a_wrong_digest_written_by_hand(
+    control_plane: controlplane.ControlPlane,
+    namespace: str,
+    plugin_server: PluginServer,
+    sample_plugin: SamplePlugin,
+    start_rollouts: Callable[[str], controlplane.ManagedProcess],
+) -> None:
+    """What the pre-flight is for: a well-formed sha256 of another binary, written to the
+    ConfigMap without rollgate, stops Argo Rollouts at start; it never runs analysis."""
+    path = f"/{namespace}/metrics-plugin-sample"
+    wrong = sha256(GATEWAY_BINARY)  # a real digest, of the wrong file
+    entry = {"name": SAMPLE_PLUGIN, "location": plugin_server.serve(path, sample_plugin.body),
+             "sha256": wrong}
+    control_plane.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CM},
+        "data": {METRIC: yaml.safe_dump([entry])},
+    }))
+
+    proc = start_rollouts(namespace)
+    try:
+        code = proc.popen.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"Argo Rollouts still runs with a wrong digest:\n{proc.log_tail()}")
+
+    log = proc.log_path.read_text(errors="replace")
+    assert code != 0, log
+    fatal = [line for line in log.splitlines() if FATAL in line]
+    assert len(fatal) == 1, log
+    assert "Failed to download plugins" in fatal[0] and MISMATCH in fatal[0], fatal
+    # It did download the real bytes: the digest it computed is the binary's.
+    assert f"expected sha256: {wrong}, actual sha256: {sample_plugin.digest}" in log
+    assert plugin_server.requests.count(path) == 1
+    assert rollouts.READY_LOG_LINE.decode() not in log
 
 
 # --- audit: next to argo-rollouts-manager -----------------------------------------------------
