@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import multiprocessing
 import signal
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
@@ -248,44 +250,40 @@ class Completion:
         }
 
 
-def floor_writer(co: client.CustomObjectsApi, ns: str, workers: int,
-                 stop: threading.Event) -> None:
+def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
     """The floor: on a run's phase change to Successful, the two writes a completed
-    verification needs (Freight verifiedIn, then the Stage status), nothing else."""
+    verification needs (Freight verifiedIn, then the Stage status), nothing else: the
+    same HTTP client and watch as the reconciler (reconciler.runtime.rest.Rest), the same
+    number of worker threads, no cache, queue or planning. Runs in its own process."""
+    from reconciler.runtime.kube import load_api_client
+    from reconciler.runtime.rest import Rest
+    from reconciler.runtime.types import ANALYSIS_RUN, FREIGHT, STAGE
+
+    rest = Rest(load_api_client(kubeconfig, pool_size=workers + 4))
     pool = ThreadPoolExecutor(workers)
-    rv = co.list_namespaced_custom_object(GROUP, VERSION, ns, "analysisruns")[
-        "metadata"]["resourceVersion"]
+    rv = rest.list(ANALYSIS_RUN, ns)["metadata"]["resourceVersion"]
+    ready.set()  # watching from here on: the bench may flip the runs
 
     def complete(run: dict) -> None:
         stage = run["metadata"]["labels"]["kargo.akuity.io/stage"]
         i = stage[1:]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", ns, "freights", f"f{i}", {
-            "status": {"verifiedIn": {stage: {"verifiedAt": now}}}})
+        rest.patch(FREIGHT, ns, f"f{i}", {"status": {"verifiedIn": {stage: {"verifiedAt": now}}}},
+                   subresource="status")
         entry = {"id": run["metadata"]["name"], "actor": "rollgate", "phase": "Successful",
                  "finishTime": now, "analysisRun": {"name": run["metadata"]["name"],
                                                     "namespace": ns, "phase": "Successful"}}
         current = kargo.freight_collection({"w": f"f{i}"})
-        co.patch_namespaced_custom_object_status(KARGO, "v1alpha1", ns, "stages", stage, {
-            "status": {"freightHistory": [{**current, "verificationHistory": [entry]}],
-                       "conditions": [{"type": "Verified", "status": "True",
-                                       "reason": "Verified", "message": "Freight has been verified",
-                                       "observedGeneration": 1, "lastTransitionTime": now}]}})
+        rest.patch(STAGE, ns, stage, {"status": {
+            "freightHistory": [{**current, "verificationHistory": [entry]}],
+            "conditions": [{"type": "Verified", "status": "True", "reason": "Verified",
+                            "message": "Freight has been verified", "observedGeneration": 1,
+                            "lastTransitionTime": now}]}}, subresource="status")
 
-    w = watch.Watch()
-    try:
-        for event in w.stream(co.list_namespaced_custom_object, GROUP, VERSION, ns,
-                              "analysisruns", resource_version=rv, timeout_seconds=600):
-            if stop.is_set():
-                w.stop()
-                break
-            obj = event["object"]
-            if (obj.get("status") or {}).get("phase") == "Successful":
-                pool.submit(complete, obj)
-    except Exception:
-        if not stop.is_set():
-            raise  # the control plane going away at the end is not an error
-    pool.shutdown(wait=False)
+    for event in rest.watch(ANALYSIS_RUN, ns, resource_version=rv, timeout_seconds=600):
+        obj = event.get("object") or {}
+        if (obj.get("status") or {}).get("phase") == "Successful":
+            pool.submit(complete, obj)
 
 
 def main() -> int:
@@ -346,15 +344,20 @@ def main() -> int:
 
         with ThreadPoolExecutor(8) as pool:
             floor_runs = dict(pool.map(create_run, range(n)))
-        stop = threading.Event()
-        writer = threading.Thread(target=floor_writer, args=(co, FLOOR_NS, args.workers, stop),
-                                  daemon=True)
+        # In its own process, as the reconciler is: sharing the bench's interpreter (its
+        # watchers and phase-flipping threads) would slow the floor down, not rollgate.
+        spawn = multiprocessing.get_context("spawn")
+        ready = spawn.Event()
+        writer = spawn.Process(
+            target=floor_writer, args=(str(plane.kubeconfig), FLOOR_NS, args.workers, ready),
+            daemon=True)
         writer.start()
-        time.sleep(1)
+        if not ready.wait(120):
+            raise SystemExit("the floor writer did not start")
+        time.sleep(0.5)  # its watch request is on its way
         floor = Completion(co, FLOOR_NS, n).run(floor_runs, timeout)
-        stop.set()
-        co.delete_collection_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns")
-        writer.join(10)  # the delete events end the floor watch
+        writer.terminate()
+        writer.join(10)
 
         ours, base = rollgate["freight_verified_in"], floor["freight_verified_in"]
         result = {
