@@ -5,15 +5,22 @@ far more than validating one object, and admission has a latency budget, so this
 happens exactly once per process. No ``format`` keywords are used: every string whose
 format matters (names, URLs, digests, label keys) is checked by a rule in Python that
 can say what is wrong, which ``format`` failures cannot.
+
+Each schema is compiled twice (:class:`SchemaValidator`): jsonschema-rs decides, and
+jsonschema, whose error objects ``translate`` turns into messages, runs only when the
+object is invalid. Most objects an admission webhook sees are valid, and jsonschema's
+walk costs about a hundred times jsonschema-rs's (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import jsonschema_rs
+from jsonschema import Draft202012Validator, ValidationError
 
 STAGE_SCHEMA_FILE = "stage-analysis.schema.json"
 PLUGINS_SCHEMA_FILE = "rolloutmanager-plugins.schema.json"
@@ -52,12 +59,47 @@ def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return target
 
 
-def _compile(name: str) -> Draft202012Validator:
+class SchemaValidator:
+    """One schema behind two validators: ``fast`` (jsonschema-rs) gives the verdict,
+    ``jsonschema`` gives the errors, and only for an object ``fast`` finds invalid.
+
+    Findings therefore stay exactly jsonschema's. That needs the two to agree on every
+    verdict; tests/unit/test_schemas_fastpath.py checks it on generated objects and every
+    pattern on every code point. What they are asked about is JSON as ``json.loads``
+    and the YAML loader give it: dicts with string keys, lists, strings, numbers,
+    booleans and null. What jsonschema-rs cannot take (a lone surrogate, a non-string
+    key, a date) makes it raise, and then jsonschema decides as before. A tuple, which
+    neither parser produces, would be an array to jsonschema-rs and not to jsonschema.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.jsonschema = Draft202012Validator(schema)
+        self.fast = jsonschema_rs.Draft202012Validator(schema)
+
+    def _fast_verdict(self, instance: object) -> bool | None:
+        try:
+            return bool(self.fast.is_valid(instance))
+        except Exception:  # whatever jsonschema-rs cannot take, jsonschema decides
+            return None
+
+    def is_valid(self, instance: object) -> bool:
+        verdict = self._fast_verdict(instance)
+        return self.jsonschema.is_valid(instance) if verdict is None else verdict
+
+    def iter_errors(self, instance: object) -> Iterator[ValidationError]:
+        """jsonschema's errors for ``instance``; none, without asking it, when valid."""
+        if self._fast_verdict(instance):
+            return iter(())
+        return self.jsonschema.iter_errors(instance)
+
+
+def _compile(name: str) -> SchemaValidator:
     schema = load_schema(name)
     # A broken schema file should fail at import (and in CI), not on the first request.
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(inline_refs(schema, schema.get("$defs", {})))
+    return SchemaValidator(inline_refs(schema, schema.get("$defs", {})))
 
 
-STAGE_VALIDATOR: Draft202012Validator = _compile(STAGE_SCHEMA_FILE)
-PLUGINS_VALIDATOR: Draft202012Validator = _compile(PLUGINS_SCHEMA_FILE)
+STAGE_VALIDATOR: SchemaValidator = _compile(STAGE_SCHEMA_FILE)
+PLUGINS_VALIDATOR: SchemaValidator = _compile(PLUGINS_SCHEMA_FILE)
