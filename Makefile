@@ -54,5 +54,10 @@ bench-verification: venv k8s
 bench-plugins: venv k8s
 	$(PY) bench/plugins.py
 
+# Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
+.PHONY: bench-apply
+bench-apply: venv k8s
+	$(PY) bench/apply_overhead.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev
