@@ -9,5 +9,6 @@ COPY schemas schemas
 COPY webhook webhook
 COPY reconciler reconciler
 COPY certs certs
+COPY kubekit kubekit
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 USER 65532:65532

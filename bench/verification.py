@@ -253,11 +253,11 @@ class Completion:
 def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
     """The floor: on a run's phase change to Successful, the two writes a completed
     verification needs (Freight verifiedIn, then the Stage status), nothing else: the
-    same HTTP client and watch as the reconciler (reconciler.runtime.rest.Rest), the same
+    same HTTP client and watch as the reconciler (kubekit.rest.Rest), the same
     number of worker threads, no cache, queue or planning. Runs in its own process."""
-    from reconciler.runtime.kube import load_api_client
-    from reconciler.runtime.rest import Rest
-    from reconciler.runtime.types import ANALYSIS_RUN, FREIGHT, STAGE
+    from kubekit.client import load_api_client
+    from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
+    from kubekit.rest import Rest
 
     rest = Rest(load_api_client(kubeconfig, pool_size=workers + 4))
     pool = ThreadPoolExecutor(workers)

@@ -57,7 +57,7 @@ def _api_client(kubeconfig: str | None) -> ApiClient:
     """An API client for ``--kubeconfig``, else the in-cluster config when running in a
     pod, else ``$KUBECONFIG`` / ``~/.kube/config`` (what kubectl uses on a workstation).
     Imported lazily: ``generate`` must work without the kubernetes client loaded."""
-    from reconciler.runtime.kube import load_api_client
+    from kubekit.client import load_api_client
 
     return load_api_client(kubeconfig, pool_size=1)
 

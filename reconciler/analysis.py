@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import schemas
+from kubekit.kinds import ANALYSIS_RUN, STAGE
 from schemas.constants import (
     ANNOTATION_FREIGHT,
     ANNOTATION_REQUEST,
@@ -27,6 +28,8 @@ from schemas.constants import (
     LABEL_STAGE,
     MANAGED_BY,
 )
+from schemas.lookups import TemplateLookup
+from schemas.objects import Obj
 from schemas.references import (
     Cycle,
     Found,
@@ -37,10 +40,6 @@ from schemas.references import (
     template_key,
     walk_templates,
 )
-
-Obj = dict[str, Any]
-# lookup(kind, namespace, name) -> template or None; namespace "" for cluster scope.
-Lookup = Callable[[str, str, str], Mapping[str, Any] | None]
 
 MAX_NAME = 253
 MAX_LABEL_VALUE = 63
@@ -126,7 +125,7 @@ def _show(key: TemplateKey) -> str:
 
 
 def resolve_templates(
-    roots: Sequence[TemplateKey], lookup: Lookup, *, namespace: str, where: str
+    roots: Sequence[TemplateKey], lookup: TemplateLookup, *, namespace: str, where: str
 ) -> list[tuple[TemplateKey, Mapping[str, Any]]]:
     """The templates of a run in build order (``schemas.references.walk_templates``,
     then namespaced before cluster), or AnalysisBuildError at the first problem.
@@ -300,7 +299,7 @@ def check_stanza(stage: Mapping[str, Any]) -> schemas.AnalysisSpec:
 
 def build_analysis_run(
     stage: Mapping[str, Any],
-    lookup: Lookup,
+    lookup: TemplateLookup,
     *,
     freight: Sequence[str],
     collection: str | None = None,
@@ -366,16 +365,16 @@ def build_analysis_run(
         annotations[ANNOTATION_REQUEST] = request
 
     return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "AnalysisRun",
+        "apiVersion": ANALYSIS_RUN.api_version,
+        "kind": ANALYSIS_RUN.kind,
         "metadata": {
             "name": run_name(stage_name, collection, attempt),
             "namespace": namespace,
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": [{
-                "apiVersion": stage.get("apiVersion") or "kargo.akuity.io/v1alpha1",
-                "kind": stage.get("kind") or "Stage",
+                "apiVersion": stage.get("apiVersion") or STAGE.api_version,
+                "kind": stage.get("kind") or STAGE.kind,
                 "name": stage_name,
                 "uid": meta.get("uid") or "",
                 "controller": True,

@@ -9,11 +9,12 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 
+from kubekit import logs
+from kubekit.client import load_api_client
+
 from . import controllers
 from .plugin_audit import FLAG_MODES
 from .plugin_digests import DownloadLimits, check_ca_file
-from .runtime import logs
-from .runtime.kube import load_api_client
 from .runtime.manager import Manager
 
 log = logging.getLogger("reconciler")

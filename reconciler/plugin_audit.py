@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import schemas
+from kubekit.kinds import ROLLOUT_MANAGER
 from reconciler.plugins import CONFIG_MAP_NAME, KEYS_BY_LIST, parse_entries
 from schemas.normalize import normalize_sha256
 
@@ -26,7 +27,6 @@ FLAG_MODES = ("auto", "sync", "audit")
 OPERATOR = "argo-rollouts-manager"
 # Added by the operator to every rendering (controllers/default.go); never a finding.
 OPENSHIFT_PLUGIN = "argoproj-labs/openshift"
-ROLLOUT_MANAGER_GROUP = "argoproj.io"
 
 
 def controller_reference(deployment: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -36,7 +36,7 @@ def controller_reference(deployment: Mapping[str, Any] | None) -> Mapping[str, A
         if not isinstance(ref, Mapping) or ref.get("controller") is not True:
             continue
         group = str(ref.get("apiVersion") or "").partition("/")[0]
-        if ref.get("kind") == "RolloutManager" and group == ROLLOUT_MANAGER_GROUP:
+        if ref.get("kind") == ROLLOUT_MANAGER.kind and group == ROLLOUT_MANAGER.group:
             return ref
     return None
 

@@ -31,11 +31,11 @@ from schemas.constants import (
     LABEL_STAGE,
     MANAGED_BY,
 )
+from schemas.objects import Obj, as_dict, as_list, meta_of
 
 from .analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
 from .conditions import get_condition, set_condition
 
-Obj = dict[str, Any]
 Phase = Literal["Pending", "Running", "Successful", "Failed", "Error", "Inconclusive", "Aborted"]
 
 ACTOR = "rollgate"
@@ -133,21 +133,9 @@ class Plan:
 # ---------------------------------------------------------------- reading objects
 
 
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
-
-
 def freight_names(collection: Mapping[str, Any]) -> list[str]:
     """Sorted names of the Freight in a ``freightHistory`` entry (``items`` by origin)."""
-    names = {ref.get("name") for ref in _dict(collection.get("items")).values()
+    names = {ref.get("name") for ref in as_dict(collection.get("items")).values()
              if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref.get("name")}
     return sorted(names)
 
@@ -160,35 +148,35 @@ def collection_id(collection: Mapping[str, Any]) -> str:
 
 
 def is_ours(run: Mapping[str, Any]) -> bool:
-    return _dict(_meta(run).get("labels")).get(LABEL_MANAGED_BY) == MANAGED_BY
+    return as_dict(meta_of(run).get("labels")).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
 def run_stage(run: Mapping[str, Any]) -> str | None:
     """The Stage a run verifies, by Kargo's label (its full value from our annotation
     of the same key when the label had to be shortened)."""
-    meta = _meta(run)
-    label = _dict(meta.get("labels")).get(LABEL_STAGE)
+    meta = meta_of(run)
+    label = as_dict(meta.get("labels")).get(LABEL_STAGE)
     if not isinstance(label, str) or not label:
         return None
-    full = _dict(meta.get("annotations")).get(LABEL_STAGE)
+    full = as_dict(meta.get("annotations")).get(LABEL_STAGE)
     return full if isinstance(full, str) and label_value(full) == label else label
 
 
 def run_attempt(run: Mapping[str, Any]) -> int:
-    value = str(_dict(_meta(run).get("labels")).get(LABEL_ATTEMPT, ""))
+    value = str(as_dict(meta_of(run).get("labels")).get(LABEL_ATTEMPT, ""))
     return int(value) if value.isdigit() else 0
 
 
 def run_collection(run: Mapping[str, Any]) -> str:
-    return str(_dict(_meta(run).get("labels")).get(LABEL_FREIGHT_COLLECTION, ""))
+    return str(as_dict(meta_of(run).get("labels")).get(LABEL_FREIGHT_COLLECTION, ""))
 
 
 def run_phase(run: Mapping[str, Any]) -> str:
-    return str(_dict(run.get("status")).get("phase") or "")
+    return str(as_dict(run.get("status")).get("phase") or "")
 
 
 def run_request(run: Mapping[str, Any]) -> str | None:
-    value = _dict(_meta(run).get("annotations")).get(ANNOTATION_REQUEST)
+    value = as_dict(meta_of(run).get("annotations")).get(ANNOTATION_REQUEST)
     return value if isinstance(value, str) else None
 
 
@@ -202,7 +190,7 @@ class Request(NamedTuple):
 
 def parse_request(stage: Mapping[str, Any], key: str) -> Request | None:
     """``{"id", "actor", "controlPlane"}`` JSON or a plain id; None when absent."""
-    raw = _dict(_meta(stage).get("annotations")).get(key)
+    raw = as_dict(meta_of(stage).get("annotations")).get(key)
     if not isinstance(raw, str):
         return None
     text = raw.strip()
@@ -220,22 +208,22 @@ def waiting_for(stage: Mapping[str, Any], current: Mapping[str, Any]) -> str | N
     """What the Stage still waits for before its current freight can be verified (as in
     Kargo v1: no promotion running, the last one Succeeded for this freight, and
     ``status.health`` Healthy); None when ready."""
-    status = _dict(stage.get("status"))
+    status = as_dict(stage.get("status"))
     promotion = status.get("currentPromotion")
     if promotion:
-        name = _dict(promotion).get("name") or ""
+        name = as_dict(promotion).get("name") or ""
         return f"waiting for promotion {name} to finish".replace("  ", " ")
-    last = _dict(status.get("lastPromotion"))
+    last = as_dict(status.get("lastPromotion"))
     if last:
-        phase = _dict(last.get("status")).get("phase") or ""
-        promoted = _dict(_dict(last.get("status")).get("freightCollection")).get("id")
+        phase = as_dict(last.get("status")).get("phase") or ""
+        promoted = as_dict(as_dict(last.get("status")).get("freightCollection")).get("id")
         if phase != "Succeeded":
             return (f"waiting for promotion {last.get('name', '')} to succeed "
                     f"(phase {phase or 'unknown'})")
         if promoted and promoted != collection_id(current):
             return (f"waiting for the last promotion ({last.get('name', '')}) to record the "
                     "current freight")
-    health = _dict(status.get("health")).get("status") or "Unknown"
+    health = as_dict(status.get("health")).get("status") or "Unknown"
     if health != "Healthy":
         return f"waiting for the Stage to become Healthy (health is {health})"
     return None
@@ -247,7 +235,7 @@ def waiting_for(stage: Mapping[str, Any], current: Mapping[str, Any]) -> str | N
 def entry_from_run(entry: Mapping[str, Any], run: Mapping[str, Any], now: str) -> Entry:
     """``entry`` brought up to date with its run (phase, message, run reference)."""
     out: Entry = copy.deepcopy(dict(entry))  # type: ignore[assignment]
-    meta = _meta(run)
+    meta = meta_of(run)
     phase = RUN_PHASES.get(run_phase(run), "Running")
     out["id"] = str(meta.get("name"))
     out["actor"] = ACTOR
@@ -255,11 +243,11 @@ def entry_from_run(entry: Mapping[str, Any], run: Mapping[str, Any], now: str) -
                           "phase": run_phase(run)}
     out.setdefault("startTime", str(meta.get("creationTimestamp") or now))
     out["phase"] = phase
-    detail = _dict(run.get("status")).get("message")
+    detail = as_dict(run.get("status")).get("message")
     text = f"AnalysisRun {meta.get('name')} is {run_phase(run) or 'Pending'}"
     out["message"] = f"{text}: {detail}" if detail else text
     if phase in FINISHED:
-        out.setdefault("finishTime", str(_dict(run.get("status")).get("completedAt") or now))
+        out.setdefault("finishTime", str(as_dict(run.get("status")).get("completedAt") or now))
     else:
         out.pop("finishTime", None)
     return out
@@ -329,15 +317,15 @@ class _Planner:
     def __init__(self, world: World) -> None:
         self.w = world
         self.stage = world.stage
-        meta = _meta(self.stage)
+        meta = meta_of(self.stage)
         self.name = str(meta.get("name"))
         self.namespace = str(meta.get("namespace") or "")
         self.generation = meta.get("generation")
-        self.status = _dict(self.stage.get("status"))
+        self.status = as_dict(self.stage.get("status"))
         self.history: list[Obj] = [
-            copy.deepcopy(c) for c in _list(self.status.get("freightHistory"))
+            copy.deepcopy(c) for c in as_list(self.status.get("freightHistory"))
             if isinstance(c, dict)]
-        self.runs = {str(_meta(r).get("name")): r for r in world.runs}
+        self.runs = {str(meta_of(r).get("name")): r for r in world.runs}
         self.out = Plan()
 
     # -- entry point ------------------------------------------------------------
@@ -369,21 +357,21 @@ class _Planner:
     def _supersede(self, cid: str) -> None:
         """Unfinished verifications of older freight end: their runs are terminated."""
         for collection in self.history[1:]:
-            history = _list(collection.get("verificationHistory"))
+            history = as_list(collection.get("verificationHistory"))
             for entry in history:
                 if not isinstance(entry, dict) or entry.get("actor") != ACTOR or (
                         entry.get("phase") in FINISHED):
                     continue
-                run = self.runs.get(_dict(entry.get("analysisRun")).get("name") or "")
+                run = self.runs.get(as_dict(entry.get("analysisRun")).get("name") or "")
                 if run is not None and run_phase(run) in FINISHED and not _terminated(run):
                     done = entry_from_run(entry, run, self.w.now)  # it ended on its own
                 else:
                     if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
-                        self.out.terminate.append(Terminate(_meta(run)["name"], None))
+                        self.out.terminate.append(Terminate(meta_of(run)["name"], None))
                     done = finish(entry, phase="Aborted", message=f"superseded by {cid}",
                                   now=self.w.now)
                     if run is not None:
-                        done["analysisRun"] = {**_dict(entry.get("analysisRun")),
+                        done["analysisRun"] = {**as_dict(entry.get("analysisRun")),
                                                "phase": run_phase(run)}
                 collection["verificationHistory"] = replace_entry(
                     collection["verificationHistory"], done)
@@ -392,12 +380,12 @@ class _Planner:
     def _stanza_removed(self, current: Obj) -> None:
         """No stanza: stop a verification of ours in progress; ``Verified`` goes, as it
         would describe a check that no longer exists (the history stays)."""
-        history = _list(current.get("verificationHistory"))
+        history = as_list(current.get("verificationHistory"))
         latest = history[0] if history and isinstance(history[0], dict) else None
         if latest and latest.get("actor") == ACTOR and latest.get("phase") not in FINISHED:
-            run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+            run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
             if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
-                self.out.terminate.append(Terminate(_meta(run)["name"], None))
+                self.out.terminate.append(Terminate(meta_of(run)["name"], None))
             done = finish(latest, phase="Aborted",
                           message="aborted: the verification stanza was removed from the Stage",
                           now=self.w.now)
@@ -407,7 +395,7 @@ class _Planner:
 
     def _foreign(self, current: Mapping[str, Any], cid: str) -> str | None:
         """Why another verifier owns this collection, if it does."""
-        for entry in _list(current.get("verificationHistory")):
+        for entry in as_list(current.get("verificationHistory")):
             if isinstance(entry, dict) and entry.get("actor") != ACTOR:
                 return (f"verification {entry.get('id')} of freight collection {cid} was "
                         f"recorded by {entry.get('actor') or 'another controller (no actor)'}, "
@@ -415,14 +403,14 @@ class _Planner:
                         "Stage; rollgate leaves it alone")
         for run in self.w.runs:
             if run_collection(run) == cid and not is_ours(run):
-                return (f"AnalysisRun {_meta(run).get('name')} for freight collection {cid} "
+                return (f"AnalysisRun {meta_of(run).get('name')} for freight collection {cid} "
                         "was not created by rollgate: another verifier (Kargo's controller?) "
                         "verifies this Stage; rollgate leaves it alone")
         return None
 
     def _verify(self, current: Obj, cid: str) -> None:
         names = freight_names(current)
-        history: list[Obj] = [h for h in _list(current.get("verificationHistory"))
+        history: list[Obj] = [h for h in as_list(current.get("verificationHistory"))
                               if isinstance(h, dict)]
         latest: Obj | None = history[0] if history else None
         ours = [r for r in self.w.runs if is_ours(r) and run_collection(r) == cid]
@@ -437,7 +425,7 @@ class _Planner:
         if newest is not None and (latest is None or run_attempt(newest) > _attempt_of(latest)):
             latest = dict(entry_from_run({}, newest, self.w.now))
         elif latest is not None and latest.get("phase") not in FINISHED:
-            ref = _dict(latest.get("analysisRun")).get("name")
+            ref = as_dict(latest.get("analysisRun")).get("name")
             run = self.runs.get(ref or str(latest.get("id")))
             if run is not None:
                 latest = dict(entry_from_run(latest, run, self.w.now))
@@ -454,9 +442,9 @@ class _Planner:
         if abort is not None and latest is not None:
             if abort.id in ("", latest.get("id")):
                 if latest.get("phase") not in FINISHED:
-                    run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+                    run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
                     if run is not None and not _terminated(run):
-                        self.out.terminate.append(Terminate(_meta(run)["name"], abort.raw))
+                        self.out.terminate.append(Terminate(meta_of(run)["name"], abort.raw))
                     by = f" by {abort.actor}" if abort.actor else ""
                     latest = dict(finish(latest, phase="Aborted", now=self.w.now,
                                          message=f"aborted{by} ({ANNOTATION_ABORT})"))
@@ -500,7 +488,7 @@ class _Planner:
             if latest.get("phase") in FINISHED and (
                     before is None or before.get("phase") not in FINISHED):
                 self._finished(latest, self.runs.get(
-                    _dict(latest.get("analysisRun")).get("name") or ""))
+                    as_dict(latest.get("analysisRun")).get("name") or ""))
             current["verificationHistory"] = history
         waiting = None
         if history and history[0].get("phase") == "Pending" and not history[0].get("analysisRun"):
@@ -542,7 +530,7 @@ class _Planner:
     ) -> tuple[int, None] | None:
         """A new attempt if the changed Stage builds a different run than the failed one
         (or builds one at all, or fails differently); the same result is not retried."""
-        run = self.runs.get(_dict(latest.get("analysisRun")).get("name") or "")
+        run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
         try:
             candidate = self.w.build(attempt, None)
         except AnalysisBuildError as exc:
@@ -552,7 +540,7 @@ class _Planner:
         return (attempt, None)
 
     def _generation_moved(self) -> bool:
-        cond = get_condition(_list(self.status.get("conditions")), CONDITION)
+        cond = get_condition(as_list(self.status.get("conditions")), CONDITION)
         seen = (cond or {}).get("observedGeneration")
         return isinstance(self.generation, int) and isinstance(seen, int) and (
             self.generation > seen)
@@ -560,7 +548,7 @@ class _Planner:
     def _handled(self, request: Request, *, aborting: bool = False) -> bool:
         """Whether a run of this Stage already carries the request (acted on once)."""
         runs = self.w.runs if not aborting else [
-            r for r in self.w.runs if _meta(r).get("name") == request.id]
+            r for r in self.w.runs if meta_of(r).get("name") == request.id]
         return any(run_request(r) == request.raw for r in runs if is_ours(r))
 
     def _freight(self, names: list[str], latest: Mapping[str, Any]) -> None:
@@ -573,7 +561,7 @@ class _Planner:
             freight = self.w.freight.get(name)
             if freight is None:
                 continue
-            present = self.name in _dict(_dict(freight.get("status")).get("verifiedIn"))
+            present = self.name in as_dict(as_dict(freight.get("status")).get("verifiedIn"))
             if phase == "Successful" and not present:
                 at = latest.get("finishTime") or self.w.now
                 self.out.freight.append(
@@ -590,26 +578,26 @@ class _Planner:
     # -- status ------------------------------------------------------------------
     def _set_condition(self, status: str, reason: str, message: str) -> None:
         self._conditions = set_condition(
-            _list(self.status.get("conditions")), type=CONDITION, status=status,  # type: ignore[arg-type]
+            as_list(self.status.get("conditions")), type=CONDITION, status=status,  # type: ignore[arg-type]
             reason=reason, message=message, observed_generation=self.generation,
             now=self.w.now)
 
     def _drop_condition(self) -> None:
-        self._conditions = [c for c in _list(self.status.get("conditions"))
+        self._conditions = [c for c in as_list(self.status.get("conditions"))
                             if not (isinstance(c, dict) and c.get("type") == CONDITION)]
 
     def _finish_status(self) -> None:
         wanted: Obj = {}
         conditions = getattr(self, "_conditions", None)
-        if conditions is not None and conditions != _list(self.status.get("conditions")):
+        if conditions is not None and conditions != as_list(self.status.get("conditions")):
             wanted["conditions"] = conditions or None
-        if self.history != _list(self.status.get("freightHistory")):
+        if self.history != as_list(self.status.get("freightHistory")):
             wanted["freightHistory"] = self.history
         self.out.status = wanted or None
 
 
 def _terminated(run: Mapping[str, Any]) -> bool:
-    return bool(_dict(run.get("spec")).get("terminate"))
+    return bool(as_dict(run.get("spec")).get("terminate"))
 
 
 def _attempt_of(entry: Mapping[str, Any]) -> int:

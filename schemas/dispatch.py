@@ -10,26 +10,27 @@ from typing import Any
 
 from schemas.constants import KIND_ROLLOUT_MANAGER, KIND_STAGE
 from schemas.findings import Finding
+from schemas.kinds import KINDS
 from schemas.lookups import RolloutManagerLookup, TemplateLookup
 from schemas.plugins import check_rollout_manager
 from schemas.stage import check_stage
 
-# A Stage or RolloutManager from another API group is someone else's resource.
-_GROUPS: dict[str, str] = {KIND_STAGE: "kargo.akuity.io", KIND_ROLLOUT_MANAGER: "argoproj.io"}
+# The kinds rollgate checks; one from another API group is someone else's resource.
+_OWNED = frozenset({KIND_STAGE, KIND_ROLLOUT_MANAGER})
 
 
 def _ours(obj: dict[str, Any], kind: str) -> bool:
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or "/" not in api_version:
         return True  # no group given (a bare test object): judge it by kind alone
-    return api_version.split("/", 1)[0] == _GROUPS[kind]
+    return api_version.split("/", 1)[0] == KINDS[kind].group
 
 
 def owned_kind(obj: Any) -> str | None:
     """The kind of ``obj`` when it is one rollgate checks (a Stage or RolloutManager of
     the right API group), else None."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
-    if isinstance(kind, str) and kind in _GROUPS and _ours(obj, kind):
+    if isinstance(kind, str) and kind in _OWNED and _ours(obj, kind):
         return kind
     return None
 

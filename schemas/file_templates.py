@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from schemas.constants import KIND_ANALYSIS_TEMPLATE, KIND_CLUSTER_ANALYSIS_TEMPLATE
+from schemas.kinds import GROUP_ARGO
 from schemas.lookups import LookupUnavailable
 
 _KINDS = (KIND_ANALYSIS_TEMPLATE, KIND_CLUSTER_ANALYSIS_TEMPLATE)
@@ -31,7 +32,7 @@ def _meta(obj: dict[str, Any]) -> tuple[str, str]:
 def _is_template(obj: dict[str, Any]) -> bool:
     api_version = obj.get("apiVersion")
     group = api_version.partition("/")[0] if isinstance(api_version, str) else ""
-    return obj.get("kind") in _KINDS and group in ("", "argoproj.io")
+    return obj.get("kind") in _KINDS and group in ("", GROUP_ARGO)
 
 
 class FileTemplates:

@@ -8,7 +8,7 @@ reporting templates as missing when the API server is merely unreachable.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -18,7 +18,8 @@ class LookupUnavailable(Exception):
 
 # template_lookup(kind, namespace, name) -> the template object, or None when it does
 # not exist. kind is "AnalysisTemplate" or "ClusterAnalysisTemplate"; namespace is ""
-# for cluster scope.
-TemplateLookup = Callable[[str, str, str], "dict[str, Any] | None"]
+# for cluster scope. The one definition: the webhook's look-ups, the reconciler's cache
+# look-ups (the run builder) and the CLI's file look-ups all have this type.
+TemplateLookup = Callable[[str, str, str], "Mapping[str, Any] | None"]
 # rollout_managers(namespace) -> every RolloutManager in that namespace.
 RolloutManagerLookup = Callable[[str], "list[dict[str, Any]]"]

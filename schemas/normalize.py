@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 from schemas.constants import KIND_CLUSTER_ANALYSIS_TEMPLATE
+from schemas.objects import as_dict, as_list
 
 Spelling = Literal["analysis", "verification"]
 PLUGIN_LISTS: tuple[str, str] = ("trafficManagement", "metric")
@@ -50,21 +51,13 @@ class PluginsSpec(TypedDict):
     metric: list[PluginEntry]
 
 
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def stanza(stage: object) -> tuple[Spelling, dict[str, Any]] | None:
     """The Stage's analysis stanza and its spelling; ``spec.analysis`` wins if both."""
-    spec = _dict(_dict(stage).get("spec"))
+    spec = as_dict(as_dict(stage).get("spec"))
     for spelling in ("analysis", "verification"):
         value = spec.get(spelling)
         if value is not None:
-            return spelling, _dict(value)  # type: ignore[return-value]
+            return spelling, as_dict(value)  # type: ignore[return-value]
     return None
 
 
@@ -97,18 +90,18 @@ def normalize_analysis(stage: object) -> AnalysisSpec | None:
         return None
     spelling, body = found
     list_field = "templates" if spelling == "analysis" else "analysisTemplates"
-    metadata = _dict(body.get("analysisRunMetadata"))
+    metadata = as_dict(body.get("analysisRunMetadata"))
     return {
         "spelling": spelling,
         "templates": [
             _template_ref(spelling, entry)
-            for entry in _list(body.get(list_field))
+            for entry in as_list(body.get(list_field))
             if isinstance(entry, dict)
         ],
-        "args": [_arg(entry) for entry in _list(body.get("args")) if isinstance(entry, dict)],
+        "args": [_arg(entry) for entry in as_list(body.get("args")) if isinstance(entry, dict)],
         "analysisRunMetadata": {
-            "labels": dict(_dict(metadata.get("labels"))),
-            "annotations": dict(_dict(metadata.get("annotations"))),
+            "labels": dict(as_dict(metadata.get("labels"))),
+            "annotations": dict(as_dict(metadata.get("annotations"))),
         },
     }
 
@@ -128,10 +121,10 @@ def _plugin(entry: dict[str, Any]) -> PluginEntry:
 
 def normalize_plugins(rm: object) -> PluginsSpec:
     """``spec.plugins`` as two lists of ``{name, location, sha256?}``, in spec order."""
-    plugins = _dict(_dict(_dict(rm).get("spec")).get("plugins"))
+    plugins = as_dict(as_dict(as_dict(rm).get("spec")).get("plugins"))
     return {
         "trafficManagement": [
-            _plugin(e) for e in _list(plugins.get("trafficManagement")) if isinstance(e, dict)
+            _plugin(e) for e in as_list(plugins.get("trafficManagement")) if isinstance(e, dict)
         ],
-        "metric": [_plugin(e) for e in _list(plugins.get("metric")) if isinstance(e, dict)],
+        "metric": [_plugin(e) for e in as_list(plugins.get("metric")) if isinstance(e, dict)],
     }

@@ -22,6 +22,7 @@ from schemas.findings import Finding, Path, sort_findings
 from schemas.limits import oversized
 from schemas.lookups import LookupUnavailable, RolloutManagerLookup
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
+from schemas.objects import meta_of
 from schemas.translate import schema_findings, short
 
 # Argo Rollouts' own pattern (utils/plugin/types): <namespace>/<name>.
@@ -324,11 +325,6 @@ def _duplicate_names(plugins: dict[str, Any]) -> Iterator[Finding]:
                 )
 
 
-def _meta(obj: object) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
 def manager_age_key(rm: Mapping[str, Any]) -> tuple[str, str]:
     """Sort key for "the oldest RolloutManager in a namespace owns the plugins".
 
@@ -336,7 +332,7 @@ def manager_age_key(rm: Mapping[str, Any]) -> tuple[str, str]:
     ties (same-second creations), so the webhook and every reconciler replica agree on
     the owner. Shared with the reconciler so the warning names the one it syncs.
     """
-    meta = _meta(rm)
+    meta = meta_of(rm)
     created, name = meta.get("creationTimestamp"), meta.get("name")
     return (created if isinstance(created, str) else "", name if isinstance(name, str) else "")
 
@@ -349,7 +345,7 @@ def _second_manager(rm: dict[str, Any], lookup: RolloutManagerLookup) -> Iterato
     review has no creationTimestamp only while it is being created, which makes it the
     newest.
     """
-    metadata = _meta(rm)
+    metadata = meta_of(rm)
     namespace, own = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not namespace:
         return
@@ -360,7 +356,7 @@ def _second_manager(rm: dict[str, Any], lookup: RolloutManagerLookup) -> Iterato
     own_key = manager_age_key(rm) if metadata.get("creationTimestamp") else None
     older = []
     for item in managers if isinstance(managers, list) else []:
-        meta = _meta(item)
+        meta = meta_of(item)
         name = meta.get("name")
         if not isinstance(name, str) or name == own or meta.get("deletionTimestamp"):
             continue
@@ -371,7 +367,7 @@ def _second_manager(rm: dict[str, Any], lookup: RolloutManagerLookup) -> Iterato
         yield Finding(
             path=("metadata", "name"),
             message=f"namespace {short(namespace)} already has RolloutManager "
-            f"{short(_meta(owner).get('name'))}, the oldest, which owns the plugin "
+            f"{short(meta_of(owner).get('name'))}, the oldest, which owns the plugin "
             "configuration: the plugins of this one are not synced",
             warning=True,
         )

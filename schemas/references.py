@@ -12,7 +12,7 @@ different way (DESIGN.md "Builder").
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -45,11 +45,6 @@ class TemplateKey(NamedTuple):
     @property
     def cluster(self) -> bool:
         return self.kind == KIND_CLUSTER_ANALYSIS_TEMPLATE
-
-
-# lookup(kind, namespace, name) -> the template or None. Wider than TemplateLookup so the
-# builder's Mapping-returning look-ups fit too.
-AnyLookup = Callable[[str, str, str], "Mapping[str, Any] | None"]
 
 
 def template_key(*, name: str, cluster_scope: bool, namespace: str) -> TemplateKey:
@@ -123,7 +118,7 @@ Step = Found | Missing | Cycle | TooMany
 
 
 def walk_templates(
-    roots: Sequence[TemplateKey], lookup: AnyLookup, *, namespace: str,
+    roots: Sequence[TemplateKey], lookup: TemplateLookup, *, namespace: str,
     limit: int = MAX_TEMPLATES,
 ) -> Iterator[Step]:
     """Visit the templates of a run depth-first, a template before the ones it nests.

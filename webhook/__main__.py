@@ -55,19 +55,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def api_client(kubeconfig: str | None) -> Any:
-    """An official-client ApiClient, or None when no cluster is configured."""
-    from kubernetes import client, config
+    """An official-client ApiClient, or None when no cluster is configured (no
+    ``--kubeconfig`` and not in a pod: a workstation's default kubeconfig is not used)."""
     from kubernetes.config.config_exception import ConfigException
 
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    cfg = client.Configuration()
+    from kubekit.client import load_api_client
+
     try:
-        config.load_incluster_config(client_configuration=cfg)
+        return load_api_client(kubeconfig, default_kubeconfig=False)
     except ConfigException:
+        if kubeconfig:
+            raise
         log.warning("no kubeconfig and not in a cluster: cross-object warnings are off")
         return None
-    return client.ApiClient(cfg)
 
 
 def webhook_config(args: argparse.Namespace) -> WebhookConfig:

@@ -9,25 +9,19 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 import schemas
+from kubekit.kinds import ROLLOUT_MANAGER, STAGE, Resource
+from schemas.objects import meta_of
 from webhook.config import Lookups
 
 API_VERSION = "admission.k8s.io/v1"
 Action = Literal["validate", "mutate"]
 
 
-class Target(TypedDict):
-    group: str
-    kind: str
-
-
-# The endpoint's resource -> the (group, kind) it admits; anything else passes untouched.
-TARGETS: dict[str, Target] = {
-    "stages": {"group": "kargo.akuity.io", "kind": "Stage"},
-    "rolloutmanagers": {"group": "argoproj.io", "kind": "RolloutManager"},
-}
+# The endpoint's resource (plural) -> the kind it admits; anything else passes untouched.
+TARGETS: dict[str, Resource] = {r.plural: r for r in (STAGE, ROLLOUT_MANAGER)}
 
 _CHECKED_OPERATIONS = frozenset({"CREATE", "UPDATE"})
 
@@ -112,8 +106,7 @@ def fault(uid: str, *, action: Action) -> dict[str, Any]:
 
 
 def _object_name(request: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = meta_of(obj)
     for candidate in (meta.get("name"), request.get("name"), meta.get("generateName")):
         if isinstance(candidate, str) and candidate:
             return candidate
@@ -158,7 +151,7 @@ def _is_checked(request: Mapping[str, Any], resource: str) -> dict[str, Any] | N
         return None
     group, kind = _request_kind(request, obj)
     target = TARGETS[resource]
-    if kind != target["kind"] or group != target["group"]:
+    if kind != target.kind or group != target.group:
         return None
     return obj
 
@@ -195,8 +188,8 @@ def warning_texts(findings: list[schemas.Finding]) -> list[str]:
 # The part of ``spec`` the cross-object checks read, per endpoint (both spellings of a
 # Stage's stanza: a change from one to the other is a change).
 _LOOKED_UP: dict[str, tuple[str, ...]] = {
-    "stages": ("analysis", "verification"),
-    "rolloutmanagers": ("plugins",),
+    STAGE.plural: ("analysis", "verification"),
+    ROLLOUT_MANAGER.plural: ("plugins",),
 }
 
 
@@ -308,7 +301,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
         errors, warnings = [too_deep(obj)], []
     if not errors:
         return Outcome(allow(uid, warnings=warnings), "allowed")
-    kind = TARGETS[resource]["kind"]
+    kind = TARGETS[resource].kind
     name = _clip(_object_name(request, obj), 253)
     shown = [(_clip(f.field), _clip(f.message)) for f in errors[:MAX_ERRORS]]
     causes = [{"reason": "FieldValueInvalid", "field": field, "message": text}
@@ -325,7 +318,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     webhook_name = WEBHOOK_NAMES[f"/validate/{resource}"]
     details = {
         "name": name,
-        "group": TARGETS[resource]["group"],
+        "group": TARGETS[resource].group,
         "kind": kind,
         "causes": [
             {"reason": "FieldValueInvalid", "field": "",
@@ -346,7 +339,7 @@ def mutate(request: dict[str, Any], *, resource: str) -> Outcome:
     obj = _is_checked(request, resource)
     if obj is None:
         return Outcome(allow(uid), "skipped")
-    if resource == "stages":
+    if resource == STAGE.plural:
         # Nothing to default: what upstream treats the same when absent (a template
         # reference's kind) is not added, or kubectl and Argo CD would report a change on
         # every sync. The endpoint stays so that a registration left from an earlier

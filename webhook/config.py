@@ -7,9 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# schemas' look-up callables (see schemas.check_stage / schemas.check_rollout_manager).
-TemplateLookup = Callable[[str, str, str], dict[str, Any] | None]
-RolloutManagersLookup = Callable[[str], list[dict[str, Any]]]
+from schemas.lookups import RolloutManagerLookup, TemplateLookup
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
@@ -25,7 +23,7 @@ class Lookups:
     """
 
     template: TemplateLookup | None = None
-    rollout_managers: RolloutManagersLookup | None = None
+    rollout_managers: RolloutManagerLookup | None = None
     per_request: Callable[[], Lookups] | None = None
 
     def begin(self) -> Lookups:

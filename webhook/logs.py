@@ -10,7 +10,7 @@ from gunicorn import glogging
 
 # One formatter for both processes, so one log query works across the webhook and the
 # reconciler: ts, level, logger, msg, every extra= field, and error for a traceback.
-from reconciler.runtime.logs import JsonFormatter, setup
+from kubekit.logs import JsonFormatter, setup
 
 
 def configure(*, level: str = "INFO") -> None:

@@ -1,4 +1,4 @@
-"""Cross-object look-ups for the validating webhook, through the official client.
+"""Cross-object look-ups for the validating webhook, through ``kubekit.rest``.
 
 They only feed warnings, so they must never make admission slow or fail. Each
 admission request gets one budget (``timeout``, the ``--lookup-timeout`` flag, 2 s by
@@ -32,20 +32,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client as k8s
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 import schemas
+from kubekit.kinds import ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, ROLLOUT_MANAGER, Resource
+from kubekit.rest import Rest
 from webhook import metrics
 from webhook.config import Lookups
 
 log = logging.getLogger("rollgate.webhook.lookups")
 
-GROUP = "argoproj.io"
-VERSION = "v1alpha1"
-_PLURALS = {
-    "AnalysisTemplate": "analysistemplates",
-    "ClusterAnalysisTemplate": "clusteranalysistemplates",
+_TEMPLATES: dict[str, Resource] = {
+    r.kind: r for r in (ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE)
 }
 
 CacheKey = tuple[str, str, str]
@@ -61,7 +60,10 @@ class _Failed:
 
 
 def _api_error(exc: ApiException) -> str:
-    """``403 Forbidden: <the API server's message>``, one line."""
+    """``403 Forbidden: <the API server's message>``, one line; for a transport error
+    (status 0) what went wrong (``MaxRetryError: ...``)."""
+    if exc.status == 0:
+        return str(exc.reason)
     text = f"API error {exc.status} {exc.reason}"
     try:
         message = json.loads(exc.body or "{}").get("message")
@@ -107,9 +109,9 @@ class TTLCache:
 class ClusterLookups:
     """Template and RolloutManager look-ups against the API server."""
 
-    def __init__(self, api_client: k8s.ApiClient, *, timeout: float = 2.0, ttl: float = 5.0,
+    def __init__(self, api_client: ApiClient, *, timeout: float = 2.0, ttl: float = 5.0,
                  failure_ttl: float | None = None, max_entries: int = 1024) -> None:
-        self._api = k8s.CustomObjectsApi(api_client)
+        self._rest = Rest(api_client)
         self._timeout = timeout
         self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
@@ -156,28 +158,23 @@ class ClusterLookups:
                  deadline: float | None = None) -> dict[str, Any] | None:
         """The template, None when it does not exist; ``deadline`` (a
         ``time.monotonic()`` value) bounds the wait on top of the per-call timeout."""
-        plural = _PLURALS.get(kind)
-        if plural is None:
+        resource = _TEMPLATES.get(kind)
+        if resource is None:
             return None
-        if kind == "ClusterAnalysisTemplate":
-            def fetch(timeout: float) -> Any:
-                return self._api.get_cluster_custom_object(
-                    GROUP, VERSION, plural, name, _request_timeout=timeout)
-        else:
-            def fetch(timeout: float) -> Any:
-                return self._api.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name, _request_timeout=timeout)
-        scope_ns = "" if kind == "ClusterAnalysisTemplate" else namespace
+        scope_ns = namespace if resource.namespaced else ""
+
+        def fetch(timeout: float) -> Any:
+            return self._rest.get(resource, scope_ns, name, timeout=timeout)
+
         return self._cached((kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline)
 
     def rollout_managers(self, namespace: str, *,
                          deadline: float | None = None) -> list[dict[str, Any]]:
         def fetch(timeout: float) -> Any:
-            listing = self._api.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "rolloutmanagers", _request_timeout=timeout)
+            listing = self._rest.list(ROLLOUT_MANAGER, namespace, timeout=timeout)
             return listing.get("items") or []
 
-        return list(self._cached(("RolloutManager", namespace, ""), fetch, cache_hits=False,
+        return list(self._cached((ROLLOUT_MANAGER.kind, namespace, ""), fetch, cache_hits=False,
                                  deadline=deadline) or [])
 
     def for_request(self) -> Lookups:

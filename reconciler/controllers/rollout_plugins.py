@@ -40,6 +40,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
+from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found
 from reconciler.conditions import Status, set_condition
 from reconciler.plugin_audit import (
     FLAG_MODES,
@@ -73,22 +75,10 @@ from reconciler.plugins import (
     render_plugin_config,
     unlisted_entries,
 )
-from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found
 from reconciler.runtime.status import write_status
-from reconciler.runtime.types import (
-    CONFIG_MAP,
-    DEPLOYMENT,
-    ROLLOUT_MANAGER,
-    Cache,
-    Client,
-    Context,
-    Key,
-    Obj,
-    Requeue,
-    Resource,
-    object_key,
-)
+from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, object_key
 from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
+from schemas.objects import Obj, meta_of
 from schemas.plugins import manager_age_key
 
 log = logging.getLogger("reconciler.rollout_plugins")
@@ -107,12 +97,8 @@ DOWNLOAD_RETRY_SECONDS = 60.0
 # --- pure helpers ------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("metadata") or {}
-
-
 def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(_meta(obj).get("deletionTimestamp"))
+    return bool(meta_of(obj).get("deletionTimestamp"))
 
 
 def owner_of(rollout_managers: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -272,7 +258,7 @@ class RolloutPluginsController:
     # -- event mapping ----------------------------------------------------------------
 
     def map_event(self, resource: Resource, obj: Obj) -> Iterable[Key]:
-        meta = _meta(obj)
+        meta = meta_of(obj)
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
         # The informers select these names already; the checks keep the mapping right
@@ -303,7 +289,7 @@ class RolloutPluginsController:
         """
         keys: list[Key] = []
         for cm in cache.list(self.config_maps):
-            meta = _meta(cm)
+            meta = meta_of(cm)
             namespace = meta.get("namespace") or ""
             if (
                 meta.get("name") == CONFIG_MAP_NAME
@@ -375,7 +361,7 @@ class RolloutPluginsController:
             self._audit(key.namespace, rms, deployment, owner, ctx)
             return
         self._forget_audit(key.namespace)
-        owner_name = _meta(owner).get("name")
+        owner_name = meta_of(owner).get("name")
         rm = ctx.cache.get(ROLLOUT_MANAGER, key.namespace, key.name)
         if rm is not None and not is_deleting(rm) and key.name != owner_name:
             self._set_condition(
@@ -449,7 +435,7 @@ class RolloutPluginsController:
     def _audit_preflight(self, namespace: str, rm: Obj, allow_http: bool) -> list[PluginDigest]:
         """Pre-flight once per generation of the RolloutManager while it passes; again on
         each pass while it does not (the verifier's cache paces the downloads)."""
-        meta = _meta(rm)
+        meta = meta_of(rm)
         ident = (str(meta.get("uid") or ""), meta.get("generation"))
         last = self._audit_digests.get(namespace)
         if last is not None and last[0] == ident and not problems(last[1]):
@@ -461,7 +447,7 @@ class RolloutPluginsController:
 
     def _report(self, namespace: str, rm: Obj, findings: list[Finding], ctx: Context) -> None:
         """A Warning event for each finding not reported for this generation yet."""
-        meta = _meta(rm)
+        meta = meta_of(rm)
         ident = (str(meta.get("uid") or ""), meta.get("generation"))
         last = self._reported.get(namespace)
         reported = last[1] if last is not None and last[0] == ident else None
@@ -479,7 +465,7 @@ class RolloutPluginsController:
     # -- sync -------------------------------------------------------------------------
 
     def _sync(self, rm: Obj, ctx: Context, rest: Client) -> None:
-        namespace = _meta(rm).get("namespace") or ""
+        namespace = meta_of(rm).get("namespace") or ""
         allow_http = bool(ctx.options.get("allow_http_plugins"))
         try:
             data, digest = render_plugin_config(rm, allow_http_plugins=allow_http)
@@ -702,7 +688,7 @@ class RolloutPluginsController:
         carrying the resourceVersion, so a write from a stale view is refused (409) and
         the runtime reconciles again from the newer object instead of overwriting it.
         """
-        meta = _meta(rm)
+        meta = meta_of(rm)
         current = list((rm.get("status") or {}).get("conditions") or [])
         updated = set_condition(
             current,

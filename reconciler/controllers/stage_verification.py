@@ -18,23 +18,16 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, FREIGHT, STAGE
+from kubekit.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient
 from schemas.constants import ANNOTATION_REQUEST, KIND_ANALYSIS_TEMPLATE
+from schemas.objects import Obj
 
 from .. import verification as vf
 from ..analysis import build_analysis_run, label_value, run_labels
 from ..conditions import format_time
-from ..runtime.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient
 from ..runtime.status import write_status
-from ..runtime.types import (
-    ANALYSIS_RUN,
-    ANALYSIS_TEMPLATE,
-    CLUSTER_ANALYSIS_TEMPLATE,
-    FREIGHT,
-    STAGE,
-    Context,
-    Key,
-    Obj,
-)
+from ..runtime.types import Context, Key
 
 log = logging.getLogger("reconciler.stage-verification")
 

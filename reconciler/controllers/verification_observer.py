@@ -18,8 +18,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
+from schemas.objects import Obj
+
 from .. import verification as vf
-from ..runtime.types import ANALYSIS_RUN, FREIGHT, STAGE, Context, Key, Obj, Requeue
+from ..runtime.types import Context, Key, Requeue
 from .stage_verification import (
     RUNS_BY_STAGE,
     _index_run_by_stage,

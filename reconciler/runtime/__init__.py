@@ -21,7 +21,7 @@ A controller is a class instantiated with no arguments that satisfies
             obj = ctx.cache.get(self.primary, key.namespace, key.name)
             if obj is None:                  # deleted (caches are synced before any
                 ...                          # worker runs, so None means gone)
-            rest = Rest(ctx.api)             # runtime.rest: plain-JSON client
+            rest = Rest(ctx.api)             # kubekit.rest: plain-JSON client
             rest.patch(..., content_type=APPLY_PATCH, field_manager="rollgate", force=True)
             ctx.events.emit(obj, type="Normal", reason="Synced", message="...")
             # raise Requeue(after=30) to come back later (not a failure);
@@ -40,7 +40,7 @@ Rules the runtime guarantees and relies on:
   leader starts informers and workers. Losing the lease exits the process.
 - ``ctx.options`` is the parsed command line by dest (``namespaces``,
   ``allow_http_plugins``, ``rollouts_deployment``, ``identity``...).
-- Errors: ``runtime.rest`` raises ``kubernetes.client.exceptions.ApiException``
+- Errors: ``kubekit.rest`` raises ``kubernetes.client.exceptions.ApiException``
   (status 0 for transport errors); ``rest.is_transient``, ``is_conflict``,
   ``is_already_exists``, ``is_not_found`` classify them.
 - Logs are JSON; pass ``extra={"key": str(key), "controller": self.name}``.

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from .types import Obj, Resource
+from kubekit.kinds import Resource
+from schemas.objects import Obj
 
 # obj -> the index values it is found under (none: not indexed)
 IndexFunc = Callable[[Obj], Iterable[str]]

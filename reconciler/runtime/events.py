@@ -15,11 +15,12 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from .types import Client, Resource
+from kubekit.kinds import EVENT
+
+from .types import Client
 
 log = logging.getLogger("reconciler.events")
 
-EVENT = Resource("", "v1", "events", "Event")
 COMPONENT = "rollgate-reconciler"
 
 

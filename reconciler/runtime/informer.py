@@ -19,10 +19,12 @@ from collections.abc import Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import Resource
+from kubekit.rest import Rest
+from schemas.objects import Obj
+
 from .backoff import backoff_delay
 from .cache import Store
-from .rest import Rest
-from .types import Obj, Resource
 
 log = logging.getLogger("reconciler.informer")
 

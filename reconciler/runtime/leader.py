@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 from kubernetes.client.exceptions import ApiException
 
-from .rest import DEFAULT_TIMEOUT, Rest
-from .types import Obj, Resource
+from kubekit.kinds import LEASE
+from kubekit.rest import DEFAULT_TIMEOUT, Rest
+from schemas.objects import Obj
 
 log = logging.getLogger("reconciler.leader")
 
-LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kubekit.kinds import Resource
+from kubekit.rest import Rest
+from schemas.objects import Obj
+
 from .backoff import Backoff
 from .cache import CacheView, Store
 from .events import Recorder
@@ -23,9 +27,8 @@ from .health import HealthServer, Metrics
 from .informer import Informer
 from .leader import LeaderElector, Timings
 from .queue import ShutDown, WorkQueue
-from .rest import Rest
 from .status import Conflict
-from .types import Context, Controller, Key, Obj, Requeue, Resource, object_key
+from .types import Context, Controller, Key, Requeue, object_key
 
 log = logging.getLogger("reconciler")
 

@@ -17,8 +17,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .rest import MERGE_PATCH, is_conflict, is_not_found
-from .types import Cache, Client, Obj, Resource
+from kubekit.kinds import Resource
+from kubekit.rest import MERGE_PATCH, is_conflict, is_not_found
+from schemas.objects import Obj
+
+from .types import Cache, Client
 
 
 class Conflict(Exception):

@@ -10,54 +10,11 @@ controller is plain code over a read-only cache and an API client.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-Obj = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """A Kubernetes resource handled as plain JSON.
-
-    ``field_selector`` narrows what an informer lists and watches (``fieldSelector`` on
-    both requests). A controller that needs one object by name declares it with
-    ``named``: the cache then holds only that object, and RBAC can be limited to it
-    with ``resourceNames`` (the API server authorizes a list/watch whose field selector
-    is ``metadata.name=<x>`` as a request for ``<x>``). The selector is part of equality
-    on purpose: a narrowed resource is a different cache, so asking the cache for the
-    unnarrowed one fails loudly instead of silently answering from a subset, and two
-    controllers that select differently get separate informers.
-    """
-
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    field_selector: str | None = None
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def named(self, name: str) -> Resource:
-        """This resource narrowed to objects called ``name`` (in any watched namespace)."""
-        return replace(self, field_selector=f"metadata.name={name}")
-
-
-STAGE = Resource("kargo.akuity.io", "v1alpha1", "stages", "Stage")
-FREIGHT = Resource("kargo.akuity.io", "v1alpha1", "freights", "Freight")
-ANALYSIS_TEMPLATE = Resource("argoproj.io", "v1alpha1", "analysistemplates", "AnalysisTemplate")
-CLUSTER_ANALYSIS_TEMPLATE = Resource(
-    "argoproj.io", "v1alpha1", "clusteranalysistemplates", "ClusterAnalysisTemplate",
-    namespaced=False,
-)
-ANALYSIS_RUN = Resource("argoproj.io", "v1alpha1", "analysisruns", "AnalysisRun")
-APPLICATION = Resource("argoproj.io", "v1alpha1", "applications", "Application")
-ROLLOUT_MANAGER = Resource("argoproj.io", "v1alpha1", "rolloutmanagers", "RolloutManager")
-CONFIG_MAP = Resource("", "v1", "configmaps", "ConfigMap")
-DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
+from kubekit.kinds import Resource
+from schemas.objects import Obj
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -103,7 +60,7 @@ class Cache(Protocol):
 
 class Client(Protocol):
     """The API calls a controller makes: plain JSON in and out, errors as
-    ``kubernetes.client.exceptions.ApiException``. ``runtime.rest.Rest`` implements it;
+    ``kubernetes.client.exceptions.ApiException``. ``kubekit.rest.Rest`` implements it;
     unit tests use one in-memory fake of it."""
 
     def get(self, resource: Resource, namespace: str, name: str) -> Obj | None: ...

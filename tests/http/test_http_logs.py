@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Any
 
-from reconciler.runtime import logs as reconciler_logs
+from kubekit import logs as kubekit_logs
 from webhook import logs as webhook_logs
 
 
@@ -29,7 +29,7 @@ def _record(**extra: Any) -> logging.LogRecord:
 def test_webhook_log_line_matches_the_reconciler_format():
     record = _record(uid="u-1", endpoint="/validate/stages", attempt=2,
                      details={"a": [1, 2]}, missing=None)
-    assert webhook_logs.JsonFormatter is reconciler_logs.JsonFormatter
+    assert webhook_logs.JsonFormatter is kubekit_logs.JsonFormatter
     ours = json.loads(webhook_logs.JsonFormatter().format(record))
     assert "exc" not in ours and "RuntimeError: simulated" in ours["error"]
     assert ours["ts"] == "2023-11-14T22:13:20.500+00:00"

@@ -142,8 +142,8 @@ def test_one_lookup_budget_per_admission_request(slow_api):
 def test_a_spent_budget_skips_the_fetch_and_caches_nothing(unreachable_api, monkeypatch):
     lookups = ClusterLookups(unreachable_api, timeout=1.0, ttl=5.0)
     calls = []
-    monkeypatch.setattr(lookups._api, "get_namespaced_custom_object",
-                        lambda *a, **kw: calls.append(kw["_request_timeout"]) or {"spec": {}})
+    monkeypatch.setattr(lookups._rest, "get",
+                        lambda *a, **kw: calls.append(kw["timeout"]) or {"spec": {}})
     import time
 
     with pytest.raises(schemas.LookupUnavailable):

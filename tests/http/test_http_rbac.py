@@ -3,32 +3,34 @@ are fetched by name, RolloutManagers listed per namespace, nothing more."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client as k8s
 
-from webhook.lookups import GROUP, ClusterLookups
+from kubekit.kinds import ANALYSIS_TEMPLATE, Resource
+from kubekit.rest import Rest
+from webhook.lookups import ClusterLookups
 
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "webhook" / "rbac.yaml"
-PLURALS = ("analysistemplates", "clusteranalysistemplates", "rolloutmanagers")
+GROUP = ANALYSIS_TEMPLATE.group
 
 
-class RecordingApi:
-    """Stands in for CustomObjectsApi: records (verb, plural) of every call."""
+class RecordingRest(Rest):
+    """Stands in for the look-ups' REST client: records (verb, plural) of every call."""
 
     def __init__(self) -> None:
+        super().__init__(k8s.ApiClient(k8s.Configuration()))
         self.calls: set[tuple[str, str]] = set()
 
-    def __getattr__(self, method: str) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            plural = next(a for a in args if a in PLURALS)
-            self.calls.add((method.split("_", 1)[0], plural))
-            return {"items": []} if method.startswith("list_") else {"spec": {}}
+    def get(self, resource: Resource, namespace: str, name: str, **kw: Any) -> Any:
+        self.calls.add(("get", resource.plural))
+        return {"spec": {}}
 
-        return call
+    def list(self, resource: Resource, namespace: str | None = None, **kw: Any) -> Any:
+        self.calls.add(("list", resource.plural))
+        return {"items": []}
 
 
 def _granted() -> set[tuple[str, str]]:
@@ -43,8 +45,8 @@ def _granted() -> set[tuple[str, str]]:
 
 def test_cluster_role_grants_exactly_the_lookups_calls():
     lookups = ClusterLookups(k8s.ApiClient(k8s.Configuration()))
-    api = RecordingApi()
-    lookups._api = api  # type: ignore[assignment]
+    api = RecordingRest()
+    lookups._rest = api
     lookups.template("AnalysisTemplate", "ns", "a")
     lookups.template("ClusterAnalysisTemplate", "", "b")
     lookups.rollout_managers("ns")

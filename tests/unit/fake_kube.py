@@ -17,18 +17,18 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.runtime.cache import CacheView, Store
-from reconciler.runtime.rest import JSON_PATCH
-from reconciler.runtime.types import (
+from kubekit.kinds import (
     ANALYSIS_RUN,
     ANALYSIS_TEMPLATE,
     CLUSTER_ANALYSIS_TEMPLATE,
     FREIGHT,
     STAGE,
-    Context,
-    Obj,
     Resource,
 )
+from kubekit.rest import JSON_PATCH
+from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.types import Context
+from schemas.objects import Obj
 
 RESOURCES = (STAGE, FREIGHT, ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE)
 

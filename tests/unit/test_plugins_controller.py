@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
+from kubekit.rest import APPLY_PATCH, JSON_PATCH
 from reconciler.controllers.rollout_plugins import (
     EMPTY_CHECKSUM,
     RolloutPluginsController,
@@ -27,14 +29,7 @@ from reconciler.controllers.rollout_plugins import (
 from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.manager import Manager
-from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH
-from reconciler.runtime.types import (
-    CONFIG_MAP,
-    DEPLOYMENT,
-    ROLLOUT_MANAGER,
-    Context,
-    Key,
-)
+from reconciler.runtime.types import Context, Key
 
 
 def rm(name: str, created: str, *, deleting: bool = False, ns: str = "ns") -> dict[str, Any]:

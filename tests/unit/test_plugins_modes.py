@@ -16,12 +16,13 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
+from kubekit.kinds import ROLLOUT_MANAGER
+from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
 from reconciler.controllers.rollout_plugins import RolloutPluginsController
 from reconciler.plugin_digests import DigestVerifier, DownloadError
 from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY
 from reconciler.runtime.cache import CacheView, Store
-from reconciler.runtime.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
-from reconciler.runtime.types import ROLLOUT_MANAGER, Context, Key, Requeue
+from reconciler.runtime.types import Context, Key, Requeue
 
 GOOD = "a1" * 32
 OTHER = "b2" * 32

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
+from kubekit.rest import Rest
 from reconciler.controllers.rollout_plugins import RolloutPluginsController
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.manager import Manager
-from reconciler.runtime.rest import Rest
-from reconciler.runtime.types import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
 
 
 class _Stream:

@@ -11,21 +11,15 @@ import urllib.request
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import ANALYSIS_RUN, CLUSTER_ANALYSIS_TEMPLATE, CONFIG_MAP, STAGE
+from kubekit.rest import is_already_exists, is_transient, resource_path
 from reconciler import cli, controllers
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.health import HealthServer, Metrics
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.leader import Timings, format_micro_time, lease_expired
 from reconciler.runtime.manager import ControllerRunner
-from reconciler.runtime.rest import is_already_exists, is_transient, resource_path
-from reconciler.runtime.types import (
-    ANALYSIS_RUN,
-    CLUSTER_ANALYSIS_TEMPLATE,
-    CONFIG_MAP,
-    STAGE,
-    Key,
-    Requeue,
-)
+from reconciler.runtime.types import Key, Requeue
 
 
 def obj(name, rv, ns="ns"):

@@ -14,11 +14,12 @@ import pytest
 from fake_kube import FakeApi, api_error, context
 from kubernetes.client.exceptions import ApiException
 
+from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE
 from reconciler.analysis import freight_collection_id, run_name
 from reconciler.controllers.stage_verification import StageVerificationController
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.status import Conflict
-from reconciler.runtime.types import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Key
+from reconciler.runtime.types import Key
 
 NS = "shop"
 CID = freight_collection_id(["f1"])

@@ -20,7 +20,8 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from .types import Obj, Resource
+from kubekit.kinds import Resource
+from schemas.objects import Obj
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -124,9 +125,13 @@ class Rest:
                 return None
             raise
 
-    def list(self, resource: Resource, namespace: str | None = None, **query: Any) -> Obj:
+    def list(
+        self, resource: Resource, namespace: str | None = None, *,
+        timeout: Any = DEFAULT_TIMEOUT, **query: Any,
+    ) -> Obj:
         return self.raw(
-            "GET", resource_path(resource, namespace), query=_selected(resource, query)
+            "GET", resource_path(resource, namespace), query=_selected(resource, query),
+            timeout=timeout,
         )
 
     def create(
