@@ -197,7 +197,8 @@ def _client_process(port: int, ca_file: str, path: str, raw: bytes, threads: int
 class Server:
     """``python -m webhook`` with the no-op route, on a free loopback port."""
 
-    def __init__(self, *, workdir: Path, workers: int, threads: int) -> None:
+    def __init__(self, *, workdir: Path, workers: int, threads: int, repo: Path = REPO) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
         self.paths = certs.generate(workdir / "certs")
         self.port = _free_port()
         env = {**os.environ, BENCH_NOOP_ENV: "1"}
@@ -208,7 +209,7 @@ class Server:
              "--tls-cert-file", str(self.paths.tls_cert),
              "--tls-key-file", str(self.paths.tls_key),
              "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=repo, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         context = ssl.create_default_context(cafile=str(self.paths.ca_cert))
         deadline = time.monotonic() + 30
@@ -236,24 +237,34 @@ class Server:
 
 
 def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
-              server_workers: int, server_threads: int, rounds: int) -> list[Result]:
+              server_workers: int, server_threads: int, rounds: int,
+              baseline: Path | None = None) -> list[Result]:
     """Every case, the no-op included, runs in ``rounds`` short slices interleaved in a
     rotating order, so background load on the shared machine hits them all alike and
-    the ratios compare like with like."""
-    plan = [NOOP, *cases()]
-    latencies: dict[str, list[float]] = {c["name"]: [] for c in plan}
-    seconds: dict[str, float] = dict.fromkeys(latencies, 0.0)
-    round_rps: list[dict[str, float]] = []
+    the ratios compare like with like. With ``baseline`` (another checkout of this
+    repository), a second server runs that checkout's webhook and every slice is
+    interleaved across both servers too (mode ``tls-base``): a before/after comparison
+    that background load cannot tilt."""
+    servers = {"tls": REPO} | ({"tls-base": baseline} if baseline else {})
+    plan = [(mode, case) for case in [NOOP, *cases()] for mode in servers]
+    names = [(mode, case["name"]) for mode, case in plan]
+    latencies: dict[tuple[str, str], list[float]] = {n: [] for n in names}
+    seconds: dict[tuple[str, str], float] = dict.fromkeys(names, 0.0)
+    round_rps: list[dict[tuple[str, str], float]] = []
     per_slice = duration / rounds
     with tempfile.TemporaryDirectory(prefix="rollgate-bench-") as tmp:
-        server = Server(workdir=Path(tmp), workers=server_workers, threads=server_threads)
+        running: dict[str, Server] = {}
         try:
+            for mode, repo in servers.items():
+                running[mode] = Server(workdir=Path(tmp) / mode, workers=server_workers,
+                                       threads=server_threads, repo=repo)
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(clients) as pool:
                 for rnd in range(-1, rounds):  # round -1 warms up and is not counted
                     shift = max(rnd, 0) % len(plan)
-                    this_round: dict[str, float] = {}
-                    for case in plan[shift:] + plan[:shift]:
+                    this_round: dict[tuple[str, str], float] = {}
+                    for mode, case in plan[shift:] + plan[:shift]:
+                        server = running[mode]
                         raw = json.dumps(case["body"]).encode()
                         limit = 50 if rnd < 0 else max_requests // (clients * rounds)
                         args = (server.port, str(server.paths.ca_cert), case["path"], raw,
@@ -264,16 +275,19 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
                         if rnd >= 0:
                             took = time.perf_counter() - started
                             done = [x for part in parts for x in part]
-                            seconds[case["name"]] += took
-                            latencies[case["name"]] += done
-                            this_round[case["name"]] = len(done) / took
+                            seconds[mode, case["name"]] += took
+                            latencies[mode, case["name"]] += done
+                            this_round[mode, case["name"]] = len(done) / took
                     if rnd >= 0:
                         round_rps.append(this_round)
         finally:
-            server.stop()
-    results = [_summary(name, "tls", latencies[name], seconds[name]) for name in latencies]
-    for result in results:
-        result["round_ratios"] = [r[result["case"]] / r["noop"] for r in round_rps]
+            for server in running.values():
+                server.stop()
+    results = []
+    for mode, name in names:
+        result = _summary(name, mode, latencies[mode, name], seconds[mode, name])
+        result["round_ratios"] = [r[mode, name] / r[mode, "noop"] for r in round_rps]
+        results.append(result)
     return results
 
 
@@ -281,12 +295,12 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
 
 
 def report(results: list[Result]) -> str:
-    lines = [f"{'mode':<6} {'case':<14} {'requests':>8} {'req/s':>9} {'median ms':>10} "
+    lines = [f"{'mode':<8} {'case':<14} {'requests':>8} {'req/s':>9} {'median ms':>10} "
              f"{'p99 ms':>8}"]
     for r in results:
-        lines.append(f"{r['mode']:<6} {r['case']:<14} {r['requests']:>8} {r['rps']:>9.0f} "
+        lines.append(f"{r['mode']:<8} {r['case']:<14} {r['requests']:>8} {r['rps']:>9.0f} "
                      f"{r['median_ms']:>10.3f} {r['p99_ms']:>8.3f}")
-    for mode in ("flask", "tls"):
+    for mode in ("flask", "tls", "tls-base"):
         noops = [r["rps"] for r in results if r["mode"] == mode and r["case"] == "noop"]
         if not noops:
             continue
@@ -317,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tls", action="store_true")
     p.add_argument("--skip-in-process", action="store_true")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--baseline", metavar="DIR", type=Path,
+                   help="another checkout (e.g. a `git worktree` of the commit before a "
+                   "change): its webhook runs as a second server, interleaved (tls-base)")
     args = p.parse_args(argv)
 
     results = [] if args.skip_in_process else bench_in_process(
@@ -325,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         results += bench_tls(duration=args.duration, max_requests=args.requests,
                              clients=args.clients, threads=args.threads,
                              server_workers=args.server_workers,
-                             server_threads=args.server_threads, rounds=args.rounds)
+                             server_threads=args.server_threads, rounds=args.rounds,
+                             baseline=args.baseline)
     print(report(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -250,8 +250,8 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
             self._watch(conn, READ)
             # Bytes of a next request may already be here: read ahead by gunicorn, or
             # decrypted and buffered by TLS (the poller cannot see either).
-            leftover = conn.parser.unreader.take_buffered()
-            if leftover and not self._take(conn, leftover):
+            unreader = conn.parser.unreader
+            if unreader.buf.getvalue() and not self._take(conn, unreader.take_buffered()):
                 return
             if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
                 self._receive(conn)
