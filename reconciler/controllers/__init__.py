@@ -44,4 +44,6 @@ def load(name: str, options: Mapping[str, Any] | None = None) -> Controller | No
         raise UnknownController(f"unknown controller {name!r} (known: {known})") from None
     module_name, _, class_name = target.partition(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls()
+    # Built from the flags: a controller's watches may depend on them.
+    controller: Controller = cls(options or {})
+    return controller

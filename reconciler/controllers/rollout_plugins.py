@@ -76,7 +76,7 @@ from reconciler.plugins import (
     unlisted_entries,
 )
 from reconciler.runtime.status import write_status
-from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, object_key
+from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, Watch, object_key
 from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
 from schemas.objects import Obj, meta_of
 from schemas.plugins import manager_age_key
@@ -204,15 +204,22 @@ class RolloutPluginsController:
 
     def __init__(
         self,
-        rollouts_deployment: str = DEFAULT_DEPLOYMENT,
+        options: Mapping[str, Any] | None = None,
         *,
         verifier: DigestVerifier | None = None,
         metrics: PluginMetrics | None = None,
     ) -> None:
-        self._cache: Cache | None = None
+        """Take the Deployment name, the mode and the download settings from the flags.
+
+        The Deployment's name narrows its watch (so RBAC can name it too), which is why
+        the watches are fixed here, from the flags.
+        """
+        options = options or {}
+        mode = str(options.get("plugins_mode") or "auto")
+        if mode not in FLAG_MODES:
+            raise ValueError(f"--plugins-mode must be one of {', '.join(FLAG_MODES)}, not {mode!r}")
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._injected_verifier = verifier
         self.metrics = metrics or PluginMetrics()
         self._registries: set[int] = set()  # registries that serve self.metrics
         # Audit mode, per namespace: (RolloutManager uid, generation) and what was
@@ -220,68 +227,58 @@ class RolloutPluginsController:
         # reports each finding once more.
         self._reported: dict[str, tuple[tuple[str, Any], frozenset[tuple[str, str]]]] = {}
         self._audit_digests: dict[str, tuple[tuple[str, Any], list[PluginDigest]]] = {}
-        self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
-        self.configure({"rollouts_deployment": rollouts_deployment})
-
-    def configure(self, options: Mapping[str, Any], cache: Cache | None = None) -> None:
-        """Take the Deployment name and download settings from the flags, and the
-        runtime's shared cache.
-
-        The runtime calls this before it reads ``watches``, so the Deployment informer
-        selects that name. The cache is kept because ``map_event`` gets no Context and
-        needs the namespace's RolloutManagers to map ConfigMap and Deployment events to
-        their owner.
-        """
-        if cache is not None:
-            self._cache = cache
-        mode = str(options.get("plugins_mode") or "auto")
-        if mode not in FLAG_MODES:
-            raise ValueError(f"--plugins-mode must be one of {', '.join(FLAG_MODES)}, not {mode!r}")
         self.deployment_name = str(options.get("rollouts_deployment") or DEFAULT_DEPLOYMENT)
+        self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
         self.deployments = DEPLOYMENT.named(self.deployment_name)
-        self.watches: tuple[Resource, ...] = (
-            ROLLOUT_MANAGER, self.config_maps, self.deployments,
+        self.watches: tuple[Watch, ...] = (
+            Watch(ROLLOUT_MANAGER, self._rollout_manager_keys),
+            Watch(self.config_maps, self._config_map_keys),
+            Watch(self.deployments, self._deployment_keys),
         )
         defaults = DownloadLimits()
         limits = DownloadLimits(
             max_bytes=int(options.get("plugins_max_download_bytes") or defaults.max_bytes),
             timeout=float(options.get("plugins_download_timeout") or defaults.timeout),
         )
-        self.verifier = self._injected_verifier
-        if self.verifier is None:
-            self.verifier = DigestVerifier(https_fetcher(
+        if verifier is None:
+            verifier = DigestVerifier(https_fetcher(
                 ca_file=options.get("plugins_ca_file") or None,
                 limits=limits,
                 allow_http=bool(options.get("allow_http_plugins")),
             ))
+        self.verifier = verifier
 
-    # -- event mapping ----------------------------------------------------------------
+    # -- watches ----------------------------------------------------------------------
 
-    def map_event(self, resource: Resource, obj: Obj) -> Iterable[Key]:
-        meta = meta_of(obj)
-        namespace = meta.get("namespace") or ""
-        name = meta.get("name") or ""
-        # The informers select these names already; the checks keep the mapping right
-        # for any cache that does not (and say what is relevant).
-        if resource == self.config_maps and name != CONFIG_MAP_NAME:
+    def _rollout_manager_keys(self, old: Obj | None, rm: Obj, cache: Cache) -> list[Key]:
+        """Every RM of the namespace: a create or delete can move ownership, and the RM's
+        own key covers the last one going (reconcile then releases the keys)."""
+        namespace = meta_of(rm).get("namespace") or ""
+        rms = cache.list(ROLLOUT_MANAGER, namespace)
+        return sorted({object_key(rm)} | {object_key(other) for other in rms})
+
+    def _config_map_keys(self, old: Obj | None, cm: Obj, cache: Cache) -> list[Key]:
+        # The informer selects this name already; the check keeps the mapping right for
+        # any cache that does not (and says what is relevant).
+        if meta_of(cm).get("name") != CONFIG_MAP_NAME:
             return []
-        if resource == self.deployments and name != self.deployment_name:
-            return []
-        rms = self._rms(namespace)
-        if resource == ROLLOUT_MANAGER:
-            # Every RM of the namespace: a create or delete can move ownership, and the
-            # RM's own key covers the last one going (reconcile then releases the keys).
-            return sorted({Key(namespace, name)} | {object_key(rm) for rm in rms})
-        owner = owner_of(rms)
+        namespace = meta_of(cm).get("namespace") or ""
+        owner = owner_of(cache.list(ROLLOUT_MANAGER, namespace))
         if owner is not None:
             return [object_key(owner)]
-        if resource == self.config_maps and keys_owned_by(obj, FIELD_MANAGER):
+        if keys_owned_by(cm, FIELD_MANAGER):
             # No RolloutManager left but rollgate still owns keys here: any key of the
             # namespace makes reconcile release them.
             return [Key(namespace, CONFIG_MAP_NAME)]
         return []
 
-    def resync_keys(self, cache: Any) -> Iterable[Key]:
+    def _deployment_keys(self, old: Obj | None, deployment: Obj, cache: Cache) -> list[Key]:
+        if meta_of(deployment).get("name") != self.deployment_name:
+            return []
+        owner = owner_of(cache.list(ROLLOUT_MANAGER, meta_of(deployment).get("namespace") or ""))
+        return [object_key(owner)] if owner is not None else []
+
+    def resync_keys(self, cache: Cache) -> Iterable[Key]:
         """Namespaces where rollgate still owns keys but no RolloutManager is left.
 
         The runtime resyncs primaries only; without this a release missed while the
@@ -298,12 +295,6 @@ class RolloutPluginsController:
             ):
                 keys.append(Key(namespace, CONFIG_MAP_NAME))
         return keys
-
-    def _rms(self, namespace: str) -> list[Obj]:
-        if self._cache is None:
-            # A silent [] would drop ConfigMap/Deployment events; say what is missing.
-            raise RuntimeError(f"{self.name}: configure(options, cache) was not called")
-        return self._cache.list(ROLLOUT_MANAGER, namespace)
 
     # -- reconcile --------------------------------------------------------------------
 

@@ -20,14 +20,15 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, FREIGHT, STAGE
 from kubekit.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient
-from schemas.constants import ANNOTATION_REQUEST, KIND_ANALYSIS_TEMPLATE
-from schemas.objects import Obj
+from schemas.constants import ANNOTATION_REQUEST, KIND_ANALYSIS_TEMPLATE, LABEL_STAGE
+from schemas.objects import Obj, as_dict, meta_of
 
 from .. import verification as vf
 from ..analysis import build_analysis_run, label_value, run_labels
 from ..conditions import format_time
 from ..runtime.status import write_status
-from ..runtime.types import Context, Key
+from ..runtime.types import Cache, Context, Key, Watch
+from ..runtime.watches import cached_only, enqueue_self
 
 log = logging.getLogger("reconciler.stage-verification")
 
@@ -41,9 +42,32 @@ def _stage_label_key(namespace: str, stage: str) -> str:
 
 
 def _index_run_by_stage(run: Obj) -> list[str]:
-    meta = run.get("metadata") or {}
-    label = (meta.get("labels") or {}).get("kargo.akuity.io/stage")
+    meta = meta_of(run)
+    label = as_dict(meta.get("labels")).get(LABEL_STAGE)
     return [f"{meta.get('namespace') or ''}/{label}"] if label else []
+
+
+# -- watches, shared with the observe mode's controller ------------------------------
+
+
+def stage_of_run(old: Obj | None, run: Obj, cache: Cache) -> list[Key]:
+    """The Stage a run names (its Kargo label)."""
+    stage = vf.run_stage(run)
+    return [Key(meta_of(run).get("namespace") or "", stage)] if stage else []
+
+
+def stages_verifying(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
+    """The Stages a Freight is verified in (``status.verifiedIn``)."""
+    namespace = meta_of(freight).get("namespace") or ""
+    return [Key(namespace, s) for s in as_dict(as_dict(freight.get("status")).get("verifiedIn"))]
+
+
+WATCHES = (
+    Watch(STAGE, enqueue_self),
+    Watch(FREIGHT, stages_verifying),
+    Watch(ANALYSIS_RUN, stage_of_run),
+)
+INDEXES = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
 
 
 def _now() -> str:
@@ -61,20 +85,13 @@ def stage_runs(ctx: Context, namespace: str, stage: str) -> list[Obj]:
 class StageVerificationController:
     name = "stage-verification"
     primary = STAGE
-    watches = (STAGE, FREIGHT, ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE)
-    indexes = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
+    # Templates are read when a run is built.
+    watches = (*WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
+               Watch(CLUSTER_ANALYSIS_TEMPLATE, cached_only))
+    indexes = INDEXES
 
-    # ------------------------------------------------------------------ mapping
-
-    def map_event(self, resource: Any, obj: Obj) -> Iterable[Key]:
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
-        if resource == ANALYSIS_RUN:
-            stage = vf.run_stage(obj)
-            return [Key(namespace, stage)] if stage else []
-        if resource == FREIGHT:
-            verified = ((obj.get("status") or {}).get("verifiedIn") or {})
-            return [Key(namespace, s) for s in verified]
-        return []  # templates are read when a run is built
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        pass
 
     def resync_keys(self, cache: Any) -> Iterable[Key]:
         """Stages that no longer exist but still have verifiedIn entries or runs."""

@@ -15,21 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
-from schemas.objects import Obj
+from kubekit.kinds import FREIGHT, STAGE
 
 from .. import verification as vf
 from ..runtime.types import Context, Key, Requeue
-from .stage_verification import (
-    RUNS_BY_STAGE,
-    _index_run_by_stage,
-    _time,
-    record_finished,
-    stage_runs,
-)
+from .stage_verification import INDEXES, WATCHES, _time, record_finished, stage_runs
 
 log = logging.getLogger("reconciler.verification-observer")
 
@@ -123,23 +116,13 @@ def _age(run: Mapping[str, Any], now: dt.datetime) -> float:
 class VerificationObserver:
     name = "stage-verification"
     primary = STAGE
-    watches = (STAGE, FREIGHT, ANALYSIS_RUN)
-    indexes = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
+    watches = WATCHES
+    indexes = INDEXES
 
-    def __init__(self) -> None:
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self._started = dt.datetime.now(dt.UTC)
         self._lock = threading.Lock()
         self._counted: set[tuple[str, str]] = set()  # (stage uid, what was counted)
-
-    def map_event(self, resource: Any, obj: Obj) -> Iterable[Key]:
-        namespace = (obj.get("metadata") or {}).get("namespace") or ""
-        if resource == ANALYSIS_RUN:
-            stage = vf.run_stage(obj)
-            return [Key(namespace, stage)] if stage else []
-        if resource == FREIGHT:
-            verified = ((obj.get("status") or {}).get("verifiedIn") or {})
-            return [Key(namespace, s) for s in verified]
-        return []
 
     def reconcile(self, key: Key, ctx: Context) -> None:
         stage = ctx.cache.get(STAGE, key.namespace, key.name)

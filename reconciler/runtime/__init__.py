@@ -3,26 +3,31 @@
 How to write a controller
 -------------------------
 
-A controller is a class instantiated with no arguments that satisfies
-``types.Controller``; register it in ``reconciler/controllers/__init__.py`` as
-``"name": "module:Class"`` (imported lazily, only when selected with --controllers)::
+A controller is a class built from the parsed flags (``cls(options)``) that
+satisfies ``types.Controller``; register it in ``reconciler/controllers/__init__.py``
+as ``"name": "module:Class"`` (imported lazily, only when selected with --controllers)::
 
     class MyController:
         name = "my-controller"              # also the --controllers value
-        primary = types.ROLLOUT_MANAGER      # the kind whose keys are queued
-        watches = (types.ROLLOUT_MANAGER, types.CONFIG_MAP)  # all kinds read from cache
+        primary = ROLLOUT_MANAGER            # the kind whose keys are queued (kubekit.kinds)
+        # Every kind read from the cache, with what an event of it queues:
+        # mapper(old, new, cache) -> keys (old: the cached version before, or None).
+        watches = (
+            Watch(ROLLOUT_MANAGER, watches.enqueue_self),
+            Watch(CONFIG_MAP, config_map_owner),  # reads the cache, never the API
+        )
+        # Optional: named indexes for cache.by_index(resource, name, value).
+        indexes = {ANALYSIS_RUN: {"stage": lambda run: [...]}}
 
-        def map_event(self, resource, obj):  # any change of a watched object
-            # Return the primary Keys to reconcile. For the primary kind the runtime
-            # already queues the object's own key; return extra keys only.
+        def __init__(self, options):          # flags by dest; watches may depend on them
             ...
 
         def reconcile(self, key, ctx):       # one key at a time, never concurrently
             obj = ctx.cache.get(self.primary, key.namespace, key.name)
             if obj is None:                  # deleted (caches are synced before any
                 ...                          # worker runs, so None means gone)
-            rest = Rest(ctx.api)             # kubekit.rest: plain-JSON client
-            rest.patch(..., content_type=APPLY_PATCH, field_manager="rollgate", force=True)
+            ctx.client.patch(..., content_type=APPLY_PATCH, field_manager="rollgate",
+                             force=True)     # kubekit.rest: plain-JSON client
             ctx.events.emit(obj, type="Normal", reason="Synced", message="...")
             # raise Requeue(after=30) to come back later (not a failure);
             # raise anything else to retry with per-key exponential backoff.
@@ -32,7 +37,7 @@ A controller is a class instantiated with no arguments that satisfies
 
 Rules the runtime guarantees and relies on:
 
-- ``ctx.cache`` holds every kind in ``watches`` (+ ``primary``), filtered to
+- ``ctx.cache`` holds every kind in ``watches`` (the primary must be one), filtered to
   ``--namespaces`` for namespaced kinds; objects are shared: never mutate them,
   ``copy.deepcopy`` before editing. Asking for a kind not in ``watches`` raises
   ``KeyError``. The cache lags writes: after a write, use the API response.

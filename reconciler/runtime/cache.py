@@ -92,8 +92,9 @@ class Store:
             self._reindex(old, obj)
             return old
 
-    def upsert_if_newer(self, obj: Obj) -> bool:
-        """Store ``obj`` unless the stored version is newer; True when stored.
+    def upsert_if_newer(self, obj: Obj) -> Obj | None:
+        """Store ``obj`` unless the stored version is newer; return the version stored
+        before (kept or replaced), if any.
 
         resourceVersions are opaque to clients in general, but etcd's are integers
         and only compared here for objects one API server returned.
@@ -102,10 +103,10 @@ class Store:
         with self._lock:
             old = self._items.get(ns, {}).get(name)
             if old is not None and _rv_int(old) >= _rv_int(obj):
-                return False
+                return old
             self._items.setdefault(ns, {})[name] = obj
             self._reindex(old, obj)
-            return True
+            return old
 
     def remove(self, obj: Obj) -> Obj | None:
         ns, name = _ns_name(obj)
@@ -117,11 +118,13 @@ class Store:
             self._reindex(old, None)
             return old
 
-    def replace_scope(self, namespace: str | None, objs: list[Obj]) -> tuple[list[Obj], list[Obj]]:
+    def replace_scope(
+        self, namespace: str | None, objs: list[Obj]
+    ) -> tuple[list[Obj], list[tuple[Obj | None, Obj]]]:
         """Replace everything in ``namespace`` (None = all) after a fresh list.
 
-        Returns (deleted, changed_or_new) so the informer can notify handlers about
-        what happened while it was not watching.
+        Returns (deleted, changed_or_new as (previous version or None, new)) so the
+        informer can notify handlers about what happened while it was not watching.
         """
         fresh: dict[str, dict[str, Obj]] = {}
         for o in objs:
@@ -133,12 +136,12 @@ class Store:
                 o for ns in scopes for name, o in self._items.get(ns, {}).items()
                 if name not in fresh.get(ns, {})
             ]
-            changed = []
+            changed: list[tuple[Obj | None, Obj]] = []
             for ns, by_name in fresh.items():
                 for name, o in by_name.items():
                     old = self._items.get(ns, {}).get(name)
                     if old is None or _rv(old) != _rv(o):
-                        changed.append(o)
+                        changed.append((old, o))
             for ns in scopes:
                 for o in self._items.pop(ns, {}).values():
                     self._reindex(o, None)

@@ -28,8 +28,9 @@ from .cache import Store
 
 log = logging.getLogger("reconciler.informer")
 
-# (event type "ADDED"/"MODIFIED"/"DELETED", object) -> None
-Handler = Callable[[str, Obj], None]
+# (event type "ADDED"/"MODIFIED"/"DELETED", the version stored before or None, the
+# event's object) -> None
+Handler = Callable[[str, "Obj | None", Obj], None]
 
 
 class Gone(Exception):
@@ -129,9 +130,9 @@ class Informer:
         self.resource_version = rv
         self.synced.set()
         for obj in deleted:
-            self._notify("DELETED", obj)
-        for obj in changed:
-            self._notify("ADDED", obj)
+            self._notify("DELETED", obj, obj)
+        for old, obj in changed:
+            self._notify("ADDED", old, obj)
 
     def _watch(self) -> None:
         # A random server-side timeout spreads the re-watches of many informers.
@@ -156,22 +157,22 @@ class Informer:
                         self.resource_version = rv
                     continue
                 if etype == "DELETED":
-                    self.store.remove(obj)
+                    old = self.store.remove(obj)
                 else:
                     # Not over a newer version a write of ours already put there
                     # (Cache.observe); events arrive in order, so nothing else is newer.
-                    self.store.upsert_if_newer(obj)
+                    old = self.store.upsert_if_newer(obj)
                 if rv:
                     self.resource_version = rv
-                self._notify(etype, obj)
+                self._notify(etype, old, obj)
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone from exc
             raise
 
-    def _notify(self, etype: str, obj: Obj) -> None:
+    def _notify(self, etype: str, old: Obj | None, obj: Obj) -> None:
         try:
-            self.handler(etype, obj)
+            self.handler(etype, old, obj)
         except Exception:
             # A faulty mapping must not kill the watch that every controller shares.
             log.exception("event handler failed", extra={"informer": self.name})

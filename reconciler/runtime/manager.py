@@ -24,11 +24,12 @@ from .backoff import Backoff
 from .cache import CacheView, Store
 from .events import Recorder
 from .health import HealthServer, Metrics
-from .informer import Informer
+from .informer import Handler, Informer
 from .leader import LeaderElector, Timings
 from .queue import ShutDown, WorkQueue
 from .status import Conflict
-from .types import Context, Controller, Key, Requeue, object_key
+from .types import Cache, Context, Controller, Key, Requeue, object_key
+from .watches import keys_for
 
 log = logging.getLogger("reconciler")
 
@@ -45,11 +46,8 @@ class ControllerRunner:
         self._threads: list[threading.Thread] = []
         metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
 
-    def keys_for(self, resource: Resource, obj: Obj) -> set[Key]:
-        keys = set(self.controller.map_event(resource, obj) or ())
-        if resource == self.controller.primary:
-            keys.add(object_key(obj))
-        return keys
+    def keys_for(self, resource: Resource, old: Obj | None, new: Obj, cache: Cache) -> set[Key]:
+        return keys_for(self.controller.watches, resource, old, new, cache)
 
     def start(self, ctx: Context) -> None:
         for i in range(self.workers):
@@ -120,28 +118,21 @@ class Manager:
         self.options = options
         self.metrics = Metrics()
         self.stop = threading.Event()
-        # The view exists before the stores: configure() hands it to the controllers
-        # (map_event gets no Context, and some mappings read the cache), and the view
-        # reads the dict filled below, once the watches are known.
-        self.stores: dict[Resource, Store] = {}
-        self.cache = CacheView(self.stores)
-        for c in controllers:
-            # Before ``watches`` is read: a controller may narrow a watch to a name
-            # given by a flag (e.g. --rollouts-deployment), so RBAC can name it too.
-            configure = getattr(c, "configure", None)
-            if configure is not None:
-                configure(options, self.cache)
         self.runners = [
             ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
             for c in controllers
         ]
         resources: list[Resource] = []
         for c in controllers:
-            for r in (c.primary, *c.watches):
+            watched = [w.resource for w in c.watches]
+            if c.primary not in watched:
+                raise ValueError(f"controller {c.name} does not watch its primary resource")
+            for r in watched:
                 if r not in resources:
                     resources.append(r)
         self.resources = resources
-        self.stores.update({r: Store(r) for r in resources})
+        self.stores = {r: Store(r) for r in resources}
+        self.cache = CacheView(self.stores)
         self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
         for c in controllers:
             for resource, indexes in (getattr(c, "indexes", None) or {}).items():
@@ -185,12 +176,11 @@ class Manager:
         self._elector_thread: threading.Thread | None = None
 
     # -- wiring -------------------------------------------------------------------
-    def _handler_for(self, resource: Resource):
-        def handle(etype: str, obj: Obj) -> None:
+    def _handler_for(self, resource: Resource) -> Handler:
+        def handle(etype: str, old: Obj | None, new: Obj) -> None:
             for runner in self.runners:
-                if resource == runner.controller.primary or resource in runner.controller.watches:
-                    for key in runner.keys_for(resource, obj):
-                        runner.queue.add(key)
+                for key in runner.keys_for(resource, old, new, self.cache):
+                    runner.queue.add(key)
         return handle
 
     def _restart_counter(self, resource: Resource):

@@ -1,15 +1,16 @@
 """The contract between the runtime and the controllers that run on it.
 
-A controller declares the resources it needs cached (``watches``), maps a change of
-any of them to the keys of its primary objects (``map_event``), and reconciles one
-key at a time (``reconcile``). The runtime owns list+watch, the work queue with
-de-duplication and per-key backoff, worker threads, resync and leader election, so a
-controller is plain code over a read-only cache and an API client.
+A controller declares its ``watches``: each resource it needs cached, with the mapper
+that turns a change of one of its objects into keys of the controller's primary
+objects. It reconciles one key at a time (``reconcile``). The runtime owns list+watch,
+the work queue with de-duplication and per-key backoff, worker threads, resync and
+leader election, so a controller is plain code over a read-only cache and an API
+client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,24 +105,36 @@ class Context:
     metrics: Any = None  # runtime.health.Metrics; None in unit tests that do not look
 
 
-class Controller(Protocol):
-    """A controller run by the runtime.
+# (old, new, cache) -> keys of primary objects to reconcile. ``new`` is the object the
+# event carries (for a deletion: its last state); ``old`` the version the cache held
+# before (None for a new object), so a mapper can act on what changed only. Runs on
+# the informer's thread: read the cache, never the API.
+Mapper = Callable[["Obj | None", Obj, Cache], Iterable[Key]]
 
-    Optionally it also has ``configure(options, cache)``: the manager calls it with the
-    parsed flags and the shared cache before it reads ``watches``, for watches that
-    depend on flags (a resource narrowed with ``Resource.named`` to a name given on the
-    command line) and for ``map_event``s that read the cache (it gets no Context); the
-    cache is filled only after ``watches`` was read, so configure must not read it.
-    It may also have ``resync_keys(cache)`` (see ``reconciler.runtime``).
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """A resource a controller reads from the cache, and how its events map to keys
+    (``runtime.watches`` has the stock mappers)."""
+
+    resource: Resource
+    mapper: Mapper
+
+
+class Controller(Protocol):
+    """A controller run by the runtime; ``controllers.load`` builds it from the parsed
+    flags, so watches that depend on a flag (a resource narrowed with
+    ``Resource.named`` to a name given on the command line) are fixed at construction.
+
+    Optionally it also has ``indexes`` (resource -> index name -> function, added to
+    the cache's stores, see ``Cache.by_index``) and ``resync_keys(cache)`` (see
+    ``reconciler.runtime``).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value
     primary: Resource
-    watches: tuple[Resource, ...]  # every resource it reads from the cache (incl. primary)
-
-    def map_event(self, resource: Resource, obj: Obj) -> Iterable[Key]:
-        """Keys of primary objects to reconcile when ``obj`` (of ``resource``) changed."""
-        ...
+    # Every resource it reads from the cache, the primary among them.
+    watches: tuple[Watch, ...]
 
     def reconcile(self, key: Key, ctx: Context) -> None:
         """Bring the world in line for ``key``; idempotent; raise to retry."""

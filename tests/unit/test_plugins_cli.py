@@ -48,7 +48,6 @@ def test_bad_values_are_refused(argv: list[str]) -> None:
 
 def test_the_controller_takes_the_flags() -> None:
     args = vars(parser().parse_args(["--plugins-mode", "audit"]))
-    controller = RolloutPluginsController()
-    controller.configure(args)
+    RolloutPluginsController(args)
     with pytest.raises(ValueError, match="--plugins-mode"):
-        controller.configure({**args, "plugins_mode": "observe"})
+        RolloutPluginsController({**args, "plugins_mode": "observe"})

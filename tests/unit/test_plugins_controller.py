@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
@@ -30,6 +29,7 @@ from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.manager import Manager
 from reconciler.runtime.types import Context, Key
+from reconciler.runtime.watches import keys_for
 
 
 def rm(name: str, created: str, *, deleting: bool = False, ns: str = "ns") -> dict[str, Any]:
@@ -114,69 +114,72 @@ def test_describe_counts_entries() -> None:
     assert describe(data) == "0 traffic router plugins, 2 metric plugins"
 
 
-def controller_with(*objs: tuple[Any, dict[str, Any]]) -> RolloutPluginsController:
-    controller = RolloutPluginsController()
-    stores = {r: Store(r) for r in controller.watches}
+def cache_with(*objs: tuple[Any, dict[str, Any]]) -> CacheView:
+    stores = {w.resource: Store(w.resource) for w in RolloutPluginsController().watches}
     for resource, obj in objs:
         stores[resource].upsert(obj)
-    controller.configure({}, CacheView(stores))  # what the Manager does at start-up
-    return controller
+    return CacheView(stores)
 
 
-def test_the_manager_hands_its_cache_to_the_controller_before_any_reconcile() -> None:
+def mapped(c: RolloutPluginsController, resource: Any, obj: dict[str, Any],
+           cache: CacheView) -> list[Key]:
+    """The keys the controller's watches map an event of ``obj`` to."""
+    return sorted(keys_for(c.watches, resource, None, obj, cache))
+
+
+def test_the_manager_maps_events_through_its_cache_from_the_start() -> None:
     """ConfigMap events map to the owner from the start, not only after a reconcile."""
     c = RolloutPluginsController()
     manager = Manager(api=None, controllers=[c], options={"leader_elect": False})
     manager.stores[ROLLOUT_MANAGER].upsert(rm("a", "2026-01-01T00:00:03Z"))
-    assert list(c.map_event(c.config_maps, cm({}))) == [Key("ns", "a")]
-
-
-def test_mapping_without_a_cache_is_an_error_not_silence() -> None:
-    c = RolloutPluginsController()
-    with pytest.raises(RuntimeError, match="configure"):
-        list(c.map_event(c.config_maps, cm({})))
+    manager._handler_for(c.config_maps)("ADDED", None, cm({}))
+    [runner] = manager.runners
+    assert runner.queue.get() == Key("ns", "a")
 
 
 def test_config_map_events_map_to_the_owner() -> None:
-    c = controller_with(
+    c = RolloutPluginsController()
+    cache = cache_with(
         (ROLLOUT_MANAGER, rm("b", "2026-01-01T00:00:02Z")),
         (ROLLOUT_MANAGER, rm("a", "2026-01-01T00:00:03Z")),
     )
-    assert list(c.map_event(c.config_maps, cm({}))) == [Key("ns", "b")]
+    assert mapped(c, c.config_maps, cm({}), cache) == [Key("ns", "b")]
     other = {"metadata": {"name": "something-else", "namespace": "ns"}}
-    assert list(c.map_event(c.config_maps, other)) == []
+    assert mapped(c, c.config_maps, other, cache) == []
     dep = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
-    assert list(c.map_event(c.deployments, dep)) == [Key("ns", "b")]
+    assert mapped(c, c.deployments, dep, cache) == [Key("ns", "b")]
 
 
 def test_rollout_manager_events_map_to_every_rm_of_the_namespace() -> None:
-    c = controller_with(
+    c = RolloutPluginsController()
+    cache = cache_with(
         (ROLLOUT_MANAGER, rm("b", "2026-01-01T00:00:02Z")),
         (ROLLOUT_MANAGER, rm("a", "2026-01-01T00:00:03Z")),
         (ROLLOUT_MANAGER, rm("x", "2026-01-01T00:00:03Z", ns="elsewhere")),
     )
-    keys = set(c.map_event(ROLLOUT_MANAGER, rm("gone", "2026-01-01T00:00:01Z")))
+    keys = set(mapped(c, ROLLOUT_MANAGER, rm("gone", "2026-01-01T00:00:01Z"), cache))
     assert keys == {Key("ns", "a"), Key("ns", "b"), Key("ns", "gone")}
 
 
 def test_without_rollout_managers_only_rollgate_owned_config_maps_map() -> None:
-    c = controller_with()
-    assert list(c.map_event(c.config_maps, cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,)))) == [
-        Key("ns", "argo-rollouts-config")
-    ]
-    assert list(c.map_event(c.config_maps, cm({METRIC_KEY: "x"}))) == []
-    assert list(c.map_event(c.deployments, {"metadata": {"name": "d", "namespace": "ns"}})) == []
+    c = RolloutPluginsController()
+    cache = cache_with()
+    owned = cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,))
+    assert mapped(c, c.config_maps, owned, cache) == [Key("ns", "argo-rollouts-config")]
+    assert mapped(c, c.config_maps, cm({METRIC_KEY: "x"}), cache) == []
+    dep = {"metadata": {"name": "d", "namespace": "ns"}}
+    assert mapped(c, c.deployments, dep, cache) == []
 
 
 def test_resync_finds_config_maps_left_without_rollout_manager() -> None:
     controller = RolloutPluginsController()
-    stores = {r: Store(r) for r in controller.watches}
-    config_maps = stores[controller.config_maps]
-    config_maps.upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="orphan"))
-    config_maps.upsert(cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="ns"))
-    config_maps.upsert(cm({METRIC_KEY: "x"}, ns="foreign"))
-    stores[ROLLOUT_MANAGER].upsert(rm("a", "2026-01-01T00:00:03Z"))
-    keys = list(controller.resync_keys(CacheView(stores)))
+    cache = cache_with(
+        (controller.config_maps, cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="orphan")),
+        (controller.config_maps, cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,), ns="ns")),
+        (controller.config_maps, cm({METRIC_KEY: "x"}, ns="foreign")),
+        (ROLLOUT_MANAGER, rm("a", "2026-01-01T00:00:03Z")),
+    )
+    keys = list(controller.resync_keys(cache))
     assert keys == [Key("orphan", "argo-rollouts-config")]
 
 
@@ -199,17 +202,17 @@ def test_namespace_terminating_is_recognised() -> None:
 
 def test_watches_only_the_managed_config_map_and_deployment() -> None:
     """The cache (and so the RBAC) covers one ConfigMap and one Deployment by name."""
-    c = RolloutPluginsController()
-    c.configure({"rollouts_deployment": "my-rollouts"})
-    assert c.watches == (
+    c = RolloutPluginsController({"rollouts_deployment": "my-rollouts"})
+    assert tuple(w.resource for w in c.watches) == (
         ROLLOUT_MANAGER,
         CONFIG_MAP.named("argo-rollouts-config"),
         DEPLOYMENT.named("my-rollouts"),
     )
     assert c.deployments.field_selector == "metadata.name=my-rollouts"
     assert c.config_maps.field_selector == "metadata.name=argo-rollouts-config"
+    cache = cache_with((ROLLOUT_MANAGER, rm("a", "2026-01-01T00:00:03Z")))
     dep = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
-    assert list(c.map_event(c.deployments, dep)) == [], "not the flagged Deployment"
+    assert mapped(c, c.deployments, dep, cache) == [], "not the flagged Deployment"
 
 
 # --- releasing the keys when the last RolloutManager goes ------------------------------------
@@ -297,7 +300,7 @@ class Events:
 def release(fake: FakeRest) -> Events:
     """Reconcile a namespace whose last RolloutManager is gone."""
     controller = RolloutPluginsController()
-    stores = {r: Store(r) for r in controller.watches}
+    stores = {w.resource: Store(w.resource) for w in controller.watches}
     stores[controller.config_maps].upsert(fake.config_map())
     events = Events()
     ctx = Context(cache=CacheView(stores), client=fake, events=events, options={})

@@ -35,8 +35,8 @@ class Api:
     (the controller's CacheView) up to date the way a watch would."""
 
     def __init__(self, controller: RolloutPluginsController) -> None:
-        self.stores = {r: Store(r) for r in controller.watches}
-        self.by_plural = {r.plural: r for r in controller.watches}
+        self.stores = {w.resource: Store(w.resource) for w in controller.watches}
+        self.by_plural = {w.resource.plural: w.resource for w in controller.watches}
         self.rv = 10
         self.writes: list[str] = []
 
@@ -125,10 +125,9 @@ class Fetch:
 class World:
     def __init__(self, *, mode: str = "auto", served: dict[str, str] | None = None) -> None:
         self.fetch = Fetch({URL: GOOD} if served is None else served)
-        self.controller = RolloutPluginsController(verifier=DigestVerifier(self.fetch))
-        self.controller.configure({"plugins_mode": mode})
+        self.controller = RolloutPluginsController(
+            {"plugins_mode": mode}, verifier=DigestVerifier(self.fetch))
         self.api = Api(self.controller)
-        self.controller.configure({"plugins_mode": mode}, self.api.cache())
         self.events = Events()
         self.registry = CollectorRegistry()
         self.metrics = type("M", (), {"registry": self.registry})()
@@ -252,7 +251,6 @@ def test_an_unchanged_synced_plugin_set_is_not_downloaded_again() -> None:
     first.rm({"trafficManagement": [GATEWAY]})
     first.reconcile()
     restarted = RolloutPluginsController(verifier=DigestVerifier(first.fetch))
-    restarted.configure({}, first.api.cache())
     first.controller = restarted
     first.metrics = type("M", (), {"registry": CollectorRegistry()})()
     first.reconcile()

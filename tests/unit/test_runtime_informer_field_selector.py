@@ -15,7 +15,7 @@ import pytest
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
 from kubekit.rest import Rest
-from reconciler.controllers.rollout_plugins import RolloutPluginsController
+from reconciler.controllers import load
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.manager import Manager
@@ -64,7 +64,7 @@ def run(resource: Any, page: dict[str, Any], events: list[dict[str, Any]]
     rest = RecordingRest(page, events, stop)
     store = Store(resource)
     informer = Informer(rest=rest, resource=resource, namespace=None, store=store,
-                        handler=lambda etype, obj: None, stop=stop)
+                        handler=lambda etype, old, new: None, stop=stop)
     informer._run()
     return rest, store
 
@@ -109,11 +109,8 @@ def test_a_named_resource_is_its_own_cache() -> None:
 
 
 def test_manager_narrows_the_plugins_watches_to_the_flagged_names() -> None:
-    manager = Manager(
-        api=None,
-        controllers=[RolloutPluginsController()],
-        options={"leader_elect": False, "rollouts_deployment": "my-rollouts"},
-    )
+    options = {"leader_elect": False, "rollouts_deployment": "my-rollouts"}
+    manager = Manager(api=None, controllers=[load("rollout-plugins", options)], options=options)
     by_plural = {i.resource.plural: i.resource for i in manager.informers}
     assert by_plural["deployments"] == DEPLOYMENT.named("my-rollouts")
     assert by_plural["configmaps"] == CONFIG_MAP.named("argo-rollouts-config")

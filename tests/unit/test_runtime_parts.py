@@ -18,8 +18,9 @@ from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.health import HealthServer, Metrics
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.leader import Timings, format_micro_time, lease_expired
-from reconciler.runtime.manager import ControllerRunner
-from reconciler.runtime.types import Key, Requeue
+from reconciler.runtime.manager import ControllerRunner, Manager
+from reconciler.runtime.types import Key, Requeue, Watch
+from reconciler.runtime.watches import enqueue_self
 
 
 def obj(name, rv, ns="ns"):
@@ -56,7 +57,7 @@ def run_informer(lists, watches):
     seen = []
     restarts = []
     inf = Informer(rest=rest, resource=ANALYSIS_RUN, namespace=None, store=store,
-                   handler=lambda t, o: seen.append((t, o["metadata"]["name"])), stop=stop,
+                   handler=lambda t, old, o: seen.append((t, o["metadata"]["name"])), stop=stop,
                    on_restart=restarts.append)
     inf._run()
     return inf, store, seen, rest, restarts
@@ -149,7 +150,9 @@ def test_relist_of_one_namespace_reports_deletes_and_changes_only_there():
     deleted, changed = store.replace_scope(
         "a", [_stage("a", "kept", "1"), _stage("a", "edited", "2"), _stage("a", "new", "1")])
     assert [o["metadata"]["name"] for o in deleted] == ["gone"]
-    assert sorted(o["metadata"]["name"] for o in changed) == ["edited", "new"]
+    # each change with the version held before it (none for a new object)
+    assert sorted((o["metadata"]["name"], old and old["metadata"]["resourceVersion"])
+                  for old, o in changed) == [("edited", "1"), ("new", None)]
     assert sorted(o["metadata"]["name"] for o in store.list("a")) == ["edited", "kept", "new"]
     assert store.get("b", "other") is not None
 
@@ -160,22 +163,21 @@ def test_relist_of_all_namespaces_replaces_everything():
     store.upsert(_stage("b", "y", "1"))
     deleted, changed = store.replace_scope(None, [_stage("b", "y", "1"), _stage("c", "z", "1")])
     assert [o["metadata"]["name"] for o in deleted] == ["x"]
-    assert [o["metadata"]["name"] for o in changed] == ["z"]
+    assert [o["metadata"]["name"] for _, o in changed] == ["z"]
     assert sorted(o["metadata"]["name"] for o in store.list()) == ["y", "z"]
+
+
+def _labelled_stage(old, new, cache):
+    return [Key("ns", new["metadata"]["labels"]["stage"])]
 
 
 class FakeController:
     name = "fake"
     primary = STAGE
-    watches = (STAGE, ANALYSIS_RUN)
+    watches = (Watch(STAGE, enqueue_self), Watch(ANALYSIS_RUN, _labelled_stage))
 
     def __init__(self, outcome):
         self.outcome = outcome
-
-    def map_event(self, resource, obj):
-        if resource == ANALYSIS_RUN:
-            return [Key("ns", obj["metadata"]["labels"]["stage"])]
-        return []
 
     def reconcile(self, key, ctx):
         if self.outcome is not None:
@@ -209,11 +211,22 @@ def test_runner_exception_backs_off_and_counts_an_error():
     assert r.metrics.errors.labels("fake")._value.get() == 2
 
 
-def test_runner_maps_primary_objects_to_their_own_key_and_others_via_map_event():
+def test_runner_maps_events_through_the_declared_watches():
     r = runner_for(None)
-    assert r.keys_for(STAGE, {"metadata": {"name": "s", "namespace": "ns"}}) == {Key("ns", "s")}
+    cache = CacheView({})
+    stage = {"metadata": {"name": "s", "namespace": "ns"}}
+    assert r.keys_for(STAGE, None, stage, cache) == {Key("ns", "s")}
     run = {"metadata": {"name": "r", "namespace": "ns", "labels": {"stage": "s2"}}}
-    assert r.keys_for(ANALYSIS_RUN, run) == {Key("ns", "s2")}
+    assert r.keys_for(ANALYSIS_RUN, None, run, cache) == {Key("ns", "s2")}
+    assert r.keys_for(CONFIG_MAP, None, stage, cache) == set()  # not watched
+
+
+def test_a_controller_must_watch_its_primary():
+    class Blind(FakeController):
+        watches = (Watch(ANALYSIS_RUN, _labelled_stage),)
+
+    with pytest.raises(ValueError, match="does not watch its primary"):
+        Manager(api=None, controllers=[Blind(None)], options={"leader_elect": False})
 
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -316,7 +329,7 @@ class SlowController:
 
     name = "slow"
     primary = STAGE
-    watches = (STAGE,)
+    watches = (Watch(STAGE, enqueue_self),)
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -325,9 +338,6 @@ class SlowController:
         self.runs: dict[Key, int] = {}
         self.entered = threading.Event()
         self.release = threading.Event()
-
-    def map_event(self, resource, obj):
-        return []
 
     def reconcile(self, key, ctx):
         with self.lock:
