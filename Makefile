@@ -23,6 +23,7 @@ k8s:
 
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 test: venv k8s lint
 	$(PY) -m pytest $(PYTEST_ARGS)
