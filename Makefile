@@ -24,6 +24,7 @@ k8s:
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 test: venv k8s lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -119,7 +119,9 @@ class Rest:
     ) -> Obj | None:
         """The object, or None when it does not exist."""
         try:
-            return self.raw("GET", resource_path(resource, namespace, name), timeout=timeout)
+            found: Obj = self.raw(
+                "GET", resource_path(resource, namespace, name), timeout=timeout)
+            return found
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -129,15 +131,18 @@ class Rest:
         self, resource: Resource, namespace: str | None = None, *,
         timeout: Any = DEFAULT_TIMEOUT, **query: Any,
     ) -> Obj:
-        return self.raw(
+        result: Obj = self.raw(
             "GET", resource_path(resource, namespace), query=_selected(resource, query),
             timeout=timeout,
         )
+        return result
 
     def create(
         self, resource: Resource, namespace: str, body: Obj, *, timeout: Any = DEFAULT_TIMEOUT
     ) -> Obj:
-        return self.raw("POST", resource_path(resource, namespace), body=body, timeout=timeout)
+        result: Obj = self.raw(
+            "POST", resource_path(resource, namespace), body=body, timeout=timeout)
+        return result
 
     def replace(
         self,
@@ -150,10 +155,11 @@ class Rest:
         timeout: Any = DEFAULT_TIMEOUT,
     ) -> Obj:
         """PUT; ``body.metadata.resourceVersion`` makes it an optimistic-concurrency write."""
-        return self.raw(
+        result: Obj = self.raw(
             "PUT", resource_path(resource, namespace, name, subresource or None), body=body,
             timeout=timeout,
         )
+        return result
 
     def patch(
         self,
@@ -168,13 +174,14 @@ class Rest:
         force: bool | None = None,
     ) -> Obj:
         query: dict[str, Any] = {"fieldManager": field_manager, "force": force}
-        return self.raw(
+        result: Obj = self.raw(
             "PATCH",
             resource_path(resource, namespace, name, subresource or None),
             body=body,
             content_type=content_type,
             query=query,
         )
+        return result
 
     def delete(self, resource: Resource, namespace: str, name: str, **query: Any) -> None:
         """Delete; a missing object is not an error (deletion is idempotent)."""
@@ -238,7 +245,7 @@ def is_conflict(exc: BaseException) -> bool:
 
 def is_already_exists(exc: BaseException) -> bool:
     """409 with reason AlreadyExists (a create), as opposed to a stale-write Conflict."""
-    return is_conflict(exc) and reason_of(exc) == "AlreadyExists"
+    return isinstance(exc, ApiException) and is_conflict(exc) and reason_of(exc) == "AlreadyExists"
 
 
 def reason_of(exc: ApiException) -> str:

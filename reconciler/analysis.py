@@ -29,7 +29,7 @@ from schemas.constants import (
     MANAGED_BY,
 )
 from schemas.lookups import TemplateLookup
-from schemas.objects import Obj
+from schemas.objects import Obj, meta_of
 from schemas.references import (
     Cycle,
     Found,
@@ -315,7 +315,7 @@ def build_analysis_run(
     Raises AnalysisBuildError (TemplateNotFound for a missing template) for anything
     the user must fix; exceptions from ``lookup`` pass through unchanged.
     """
-    meta = stage.get("metadata") or {}
+    meta = meta_of(stage)
     stage_name: str = meta.get("name") or ""
     namespace: str = meta.get("namespace") or ""
     if not freight:

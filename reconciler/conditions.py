@@ -11,18 +11,10 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, cast
 
-Status = Literal["True", "False", "Unknown"]
-
-
-class Condition(TypedDict, total=False):
-    type: str
-    status: Status
-    reason: str
-    message: str
-    observedGeneration: int
-    lastTransitionTime: str
+from .payloads import Condition
+from .payloads import ConditionStatus as Status
 
 
 def format_time(now: dt.datetime) -> str:
@@ -38,14 +30,14 @@ def set_condition(
     message: str,
     observed_generation: int | None,
     now: dt.datetime | str,
-) -> list[dict[str, Any]]:
+) -> list[Condition]:
     """Return a new list with the condition ``type`` set; the input is not modified."""
     stamp = now if isinstance(now, str) else format_time(now)
-    out: list[dict[str, Any]] = []
+    out: list[Condition] = []
     found = False
     for cond in conditions or ():
         if cond.get("type") != type:
-            out.append(copy.deepcopy(dict(cond)))
+            out.append(cast(Condition, copy.deepcopy(dict(cond))))  # another's, kept as is
             continue
         if found:
             continue  # a duplicate entry of this type: conventions allow only one
@@ -58,8 +50,9 @@ def set_condition(
     return out
 
 
-def _build(type, status, reason, message, observed_generation, stamp) -> dict[str, Any]:
-    cond: dict[str, Any] = {
+def _build(type: str, status: Status, reason: str, message: str,
+           observed_generation: int | None, stamp: str) -> Condition:
+    cond: Condition = {
         "type": type,
         "status": status,
         "reason": reason,

@@ -12,14 +12,15 @@ the controller turns the findings into Warning events and metrics.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import schemas
 from kubekit.kinds import ROLLOUT_MANAGER
 from reconciler.plugins import CONFIG_MAP_NAME, KEYS_BY_LIST, parse_entries
-from schemas.normalize import normalize_sha256
+from schemas.normalize import PLUGIN_LISTS, normalize_sha256
+from schemas.objects import meta_of
 
 Mode = Literal["sync", "audit", "waiting"]
 FLAG_MODES = ("auto", "sync", "audit")
@@ -31,7 +32,7 @@ OPENSHIFT_PLUGIN = "argoproj-labs/openshift"
 
 def controller_reference(deployment: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The Deployment's controller ownerReference when it is a RolloutManager."""
-    refs = ((deployment or {}).get("metadata") or {}).get("ownerReferences") or []
+    refs = meta_of(deployment).get("ownerReferences") or []
     for ref in refs:
         if not isinstance(ref, Mapping) or ref.get("controller") is not True:
             continue
@@ -59,7 +60,7 @@ def namespace_mode(flag: str, deployment: Mapping[str, Any] | None) -> Mode:
 
 
 def audited_manager(
-    rollout_managers: list[Mapping[str, Any]],
+    rollout_managers: Sequence[Mapping[str, Any]],
     deployment: Mapping[str, Any] | None,
     owner: Mapping[str, Any] | None,
 ) -> Mapping[str, Any] | None:
@@ -68,7 +69,7 @@ def audited_manager(
     ref = controller_reference(deployment)
     if ref is not None:
         for rm in rollout_managers:
-            meta = rm.get("metadata") or {}
+            meta = meta_of(rm)
             if (ref.get("uid") and meta.get("uid") == ref.get("uid")) or (
                 not ref.get("uid") and meta.get("name") == ref.get("name")
             ):
@@ -192,8 +193,8 @@ def compare_with_operator(
             "spec.plugins")))
         return found
     data = config_map.get("data") or {}
-    lists = (("trafficManagement", spec["trafficManagement"]), ("metric", spec["metric"]))
-    for list_name, entries in lists:
+    for list_name in PLUGIN_LISTS:
+        entries = spec[list_name]
         key = KEYS_BY_LIST[list_name]
         raw = data.get(key)
         live = parse_entries(raw if isinstance(raw, str) else None)

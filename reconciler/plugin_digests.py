@@ -80,10 +80,6 @@ class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
     the binary (Go's client, which Argo Rollouts uses, follows it; the digest check is
     what would catch that, and refusing is the safer answer before a restart)."""
 
-    def __init__(self, max_redirects: int) -> None:
-        super().__init__()
-        self.max_redirections = max_redirects
-
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
                          newurl: str) -> Any:
         scheme = urlsplit(newurl).scheme.lower()
@@ -94,6 +90,15 @@ class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
                 "redirects are followed only to https"
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _https_redirects_only(max_redirects: int) -> _HttpsRedirectsOnly:
+    # urllib reads the limit as a class attribute (typeshed: a ClassVar), so each
+    # limit gets its own subclass.
+    class Limited(_HttpsRedirectsOnly):
+        max_redirections = max_redirects
+
+    return Limited()
 
 
 def _describe(exc: BaseException) -> str:
@@ -145,7 +150,7 @@ def https_fetcher(
             opener = urllib.request.build_opener(
                 urllib.request.ProxyHandler(),
                 urllib.request.HTTPSHandler(context=_tls_context(ca_file)),
-                _HttpsRedirectsOnly(limits.max_redirects),
+                _https_redirects_only(limits.max_redirects),
             )
         except (OSError, ssl.SSLError) as exc:
             raise DownloadError(f"CA file unusable: {_describe(exc)}") from None

@@ -23,11 +23,13 @@ from typing import Any
 import yaml
 
 import schemas
+from schemas.normalize import PluginList
+from schemas.objects import meta_of
 
 TRAFFIC_KEY = "trafficRouterPlugins"
 METRIC_KEY = "metricProviderPlugins"
 # Spec list name -> ConfigMap key, in the order the keys are rendered.
-KEYS_BY_LIST: dict[str, str] = {"trafficManagement": TRAFFIC_KEY, "metric": METRIC_KEY}
+KEYS_BY_LIST: dict[PluginList, str] = {"trafficManagement": TRAFFIC_KEY, "metric": METRIC_KEY}
 MANAGED_KEYS: tuple[str, ...] = (TRAFFIC_KEY, METRIC_KEY)
 CONFIG_MAP_NAME = "argo-rollouts-config"
 
@@ -178,7 +180,7 @@ def keys_owned_by(config_map: Mapping[str, Any] | None, manager: str) -> set[str
     content; both decisions need to know who owns which key.
     """
     owned: set[str] = set()
-    meta = (config_map or {}).get("metadata") or {}
+    meta = meta_of(config_map)
     for entry in meta.get("managedFields") or []:
         if not isinstance(entry, Mapping) or entry.get("manager") != manager:
             continue

@@ -18,7 +18,7 @@ import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, NamedTuple, cast
 
 import schemas
 from schemas.constants import (
@@ -35,8 +35,18 @@ from schemas.objects import Obj, as_dict, as_list, meta_of
 
 from .analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
 from .conditions import get_condition, set_condition
-
-Phase = Literal["Pending", "Running", "Successful", "Failed", "Error", "Inconclusive", "Aborted"]
+from .payloads import (
+    AnalysisRunReference,
+    ConditionStatus,
+    FreightCollection,
+    FreightStatusPatch,
+    Phase,
+    StageStatusWrite,
+    VerificationInfo,
+    freight_status,
+    run_status,
+    stage_status,
+)
 
 ACTOR = "rollgate"
 FINISHED: frozenset[str] = frozenset({"Successful", "Failed", "Error", "Inconclusive", "Aborted"})
@@ -62,24 +72,6 @@ EVENTS: dict[str, tuple[str, str]] = {
 }
 
 
-class RunRef(TypedDict):
-    name: str
-    namespace: str
-    phase: str
-
-
-class Entry(TypedDict, total=False):
-    """One ``verificationHistory`` entry, Kargo's ``VerificationInfo``."""
-
-    id: str
-    actor: str
-    startTime: str
-    phase: Phase
-    message: str
-    analysisRun: RunRef
-    finishTime: str
-
-
 class Event(NamedTuple):
     type: str
     reason: str
@@ -94,7 +86,7 @@ class Terminate(NamedTuple):
 class Finished(NamedTuple):
     """A verification that finished in this pass (for metrics)."""
 
-    entry: Entry
+    entry: Mapping[str, Any]
     run: Obj | None
 
 
@@ -116,10 +108,10 @@ class World:
 
 @dataclass
 class Plan:
-    status: Obj | None = None  # status fields to write (whole values); None = no write
+    status: StageStatusWrite | None = None  # fields to write, whole; None = no write
     create: Obj | None = None
     terminate: list[Terminate] = field(default_factory=list)
-    freight: list[tuple[str, Obj]] = field(default_factory=list)  # (name, status patch)
+    freight: list[tuple[str, FreightStatusPatch]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     finished: list[Finished] = field(default_factory=list)
     conflict: str | None = None  # another verifier acts on this collection
@@ -135,8 +127,8 @@ class Plan:
 
 def freight_names(collection: Mapping[str, Any]) -> list[str]:
     """Sorted names of the Freight in a ``freightHistory`` entry (``items`` by origin)."""
-    names = {ref.get("name") for ref in as_dict(collection.get("items")).values()
-             if isinstance(ref, dict) and isinstance(ref.get("name"), str) and ref.get("name")}
+    names = {name for ref in as_dict(collection.get("items")).values()
+             if isinstance(ref, dict) and isinstance(name := ref.get("name"), str) and name}
     return sorted(names)
 
 
@@ -172,7 +164,7 @@ def run_collection(run: Mapping[str, Any]) -> str:
 
 
 def run_phase(run: Mapping[str, Any]) -> str:
-    return str(as_dict(run.get("status")).get("phase") or "")
+    return str(run_status(run).get("phase") or "")
 
 
 def run_request(run: Mapping[str, Any]) -> str | None:
@@ -208,7 +200,7 @@ def waiting_for(stage: Mapping[str, Any], current: Mapping[str, Any]) -> str | N
     """What the Stage still waits for before its current freight can be verified (as in
     Kargo v1: no promotion running, the last one Succeeded for this freight, and
     ``status.health`` Healthy); None when ready."""
-    status = as_dict(stage.get("status"))
+    status = stage_status(stage)
     promotion = status.get("currentPromotion")
     if promotion:
         name = as_dict(promotion).get("name") or ""
@@ -232,9 +224,16 @@ def waiting_for(stage: Mapping[str, Any], current: Mapping[str, Any]) -> str | N
 # ---------------------------------------------------------------- entries
 
 
-def entry_from_run(entry: Mapping[str, Any], run: Mapping[str, Any], now: str) -> Entry:
+def _copy(entry: Mapping[str, Any]) -> VerificationInfo:
+    """A deep copy of an entry as Kargo stores it."""
+    return cast(VerificationInfo, copy.deepcopy(dict(entry)))
+
+
+def entry_from_run(
+    entry: Mapping[str, Any], run: Mapping[str, Any], now: str
+) -> VerificationInfo:
     """``entry`` brought up to date with its run (phase, message, run reference)."""
-    out: Entry = copy.deepcopy(dict(entry))  # type: ignore[assignment]
+    out = _copy(entry)
     meta = meta_of(run)
     phase = RUN_PHASES.get(run_phase(run), "Running")
     out["id"] = str(meta.get("name"))
@@ -243,18 +242,18 @@ def entry_from_run(entry: Mapping[str, Any], run: Mapping[str, Any], now: str) -
                           "phase": run_phase(run)}
     out.setdefault("startTime", str(meta.get("creationTimestamp") or now))
     out["phase"] = phase
-    detail = as_dict(run.get("status")).get("message")
+    detail = run_status(run).get("message")
     text = f"AnalysisRun {meta.get('name')} is {run_phase(run) or 'Pending'}"
     out["message"] = f"{text}: {detail}" if detail else text
     if phase in FINISHED:
-        out.setdefault("finishTime", str(as_dict(run.get("status")).get("completedAt") or now))
+        out.setdefault("finishTime", str(run_status(run).get("completedAt") or now))
     else:
         out.pop("finishTime", None)
     return out
 
 
-def finish(entry: Mapping[str, Any], *, phase: Phase, message: str, now: str) -> Entry:
-    out: Entry = copy.deepcopy(dict(entry))  # type: ignore[assignment]
+def finish(entry: Mapping[str, Any], *, phase: Phase, message: str, now: str) -> VerificationInfo:
+    out = _copy(entry)
     out["phase"] = phase
     out["message"] = message
     out.setdefault("startTime", now)
@@ -276,7 +275,7 @@ def replace_entry(history: Sequence[Mapping[str, Any]], entry: Mapping[str, Any]
 
 def verified_condition(
     history: Sequence[Mapping[str, Any]], *, waiting: str | None
-) -> tuple[str, str, str]:
+) -> tuple[ConditionStatus, str, str]:
     """(status, reason, message) of ``Verified`` as Kargo v1.11.2 sets it
     (``verifyStageFreight`` in pkg/controller/stages/regular_stages.go): True once any
     verification of the current freight succeeded, else from the latest one.
@@ -321,7 +320,7 @@ class _Planner:
         self.name = str(meta.get("name"))
         self.namespace = str(meta.get("namespace") or "")
         self.generation = meta.get("generation")
-        self.status = as_dict(self.stage.get("status"))
+        self.status = stage_status(self.stage)
         self.history: list[Obj] = [
             copy.deepcopy(c) for c in as_list(self.status.get("freightHistory"))
             if isinstance(c, dict)]
@@ -371,8 +370,9 @@ class _Planner:
                     done = finish(entry, phase="Aborted", message=f"superseded by {cid}",
                                   now=self.w.now)
                     if run is not None:
-                        done["analysisRun"] = {**as_dict(entry.get("analysisRun")),
-                                               "phase": run_phase(run)}
+                        # the reference as recorded, with the run's last phase
+                        done["analysisRun"] = cast(AnalysisRunReference, {
+                            **as_dict(entry.get("analysisRun")), "phase": run_phase(run)})
                 collection["verificationHistory"] = replace_entry(
                     collection["verificationHistory"], done)
                 self._finished(done, run)
@@ -561,7 +561,7 @@ class _Planner:
             freight = self.w.freight.get(name)
             if freight is None:
                 continue
-            present = self.name in as_dict(as_dict(freight.get("status")).get("verifiedIn"))
+            present = self.name in as_dict(freight_status(freight).get("verifiedIn"))
             if phase == "Successful" and not present:
                 at = latest.get("finishTime") or self.w.now
                 self.out.freight.append(
@@ -573,12 +573,12 @@ class _Planner:
         etype, reason = EVENTS[str(entry.get("phase"))]
         message = f"{entry.get('id')}: {entry.get('message', '')}"
         self.out.events.append(Event(etype, reason, message))
-        self.out.finished.append(Finished(dict(entry), dict(run) if run else None))  # type: ignore[arg-type]
+        self.out.finished.append(Finished(dict(entry), dict(run) if run else None))
 
     # -- status ------------------------------------------------------------------
-    def _set_condition(self, status: str, reason: str, message: str) -> None:
+    def _set_condition(self, status: ConditionStatus, reason: str, message: str) -> None:
         self._conditions = set_condition(
-            as_list(self.status.get("conditions")), type=CONDITION, status=status,  # type: ignore[arg-type]
+            as_list(self.status.get("conditions")), type=CONDITION, status=status,
             reason=reason, message=message, observed_generation=self.generation,
             now=self.w.now)
 
@@ -587,12 +587,13 @@ class _Planner:
                             if not (isinstance(c, dict) and c.get("type") == CONDITION)]
 
     def _finish_status(self) -> None:
-        wanted: Obj = {}
+        wanted: StageStatusWrite = {}
         conditions = getattr(self, "_conditions", None)
         if conditions is not None and conditions != as_list(self.status.get("conditions")):
             wanted["conditions"] = conditions or None
         if self.history != as_list(self.status.get("freightHistory")):
-            wanted["freightHistory"] = self.history
+            # the entries as Kargo wrote them, with the verifications brought up to date
+            wanted["freightHistory"] = cast("list[FreightCollection]", self.history)
         self.out.status = wanted or None
 
 

@@ -84,11 +84,13 @@ def _plural(count: int, word: str) -> str:
 
 def _value_at(obj: object, path: Path) -> object:
     for part in path:
-        found = (isinstance(obj, dict) and isinstance(part, str) and part in obj) or (
-            isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj))
-        if not found:
-            return None
-        obj = obj[part]  # type: ignore[index]
+        if isinstance(obj, dict) and isinstance(part, str) and part in obj:
+            obj = obj[part]
+            continue
+        if isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj):
+            obj = obj[part]
+            continue
+        return None
     return obj
 
 
@@ -268,7 +270,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _suggestion(message: str, known: list[str]) -> str | None:
-    words = re.findall(r"'([^']*)'", message) if "invalid choice" in message else []
+    words: list[str] = re.findall(r"'([^']*)'", message) if "invalid choice" in message else []
     if "unrecognized arguments:" in message:
         words = message.split("unrecognized arguments:", 1)[1].split()
     for word in words:

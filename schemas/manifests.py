@@ -241,7 +241,8 @@ def child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
         found = entry(node, part)
         return found[1] if found else None
     if isinstance(node, yaml.SequenceNode) and 0 <= part < len(node.value):
-        return node.value[part]
+        item: yaml.Node = node.value[part]
+        return item
     return None
 
 

@@ -154,8 +154,9 @@ def _block_end(text: str, node: yaml.Node) -> int:
     return _line_end(text, end)
 
 
-def _key_text(key_node: yaml.ScalarNode) -> str:
-    quote_char = key_node.style if key_node.style in ('"', "'") else ""
+def _key_text(key_node: yaml.Node) -> str:
+    style = getattr(key_node, "style", None)  # a scalar key's quoting, if any
+    quote_char = style if style in ('"', "'") else ""
     return f"{quote_char}verification{quote_char}"
 
 
@@ -163,7 +164,7 @@ def _render(text: str, key_node: yaml.Node, value_node: yaml.Node,
             body: dict[str, Any]) -> _Edit:
     """The edit that turns ``analysis: <value>`` into ``verification: <body>``, keeping
     the text between the key and the value (``:``, a comment, the line break)."""
-    key = _key_text(key_node)  # type: ignore[arg-type]
+    key = _key_text(key_node)
     between = text[key_node.end_mark.index:value_node.start_mark.index]
     newline = "\r\n" if between.endswith("\r\n") or "\r\n" in text else "\n"
     if getattr(value_node, "flow_style", False):

@@ -8,13 +8,15 @@ the checks first); on garbage they skip what is not a dict/list rather than rais
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from schemas.constants import KIND_CLUSTER_ANALYSIS_TEMPLATE
 from schemas.objects import as_dict, as_list
 
 Spelling = Literal["analysis", "verification"]
-PLUGIN_LISTS: tuple[str, str] = ("trafficManagement", "metric")
+T = TypeVar("T")
+PluginList = Literal["trafficManagement", "metric"]
+PLUGIN_LISTS: tuple[PluginList, PluginList] = ("trafficManagement", "metric")
 
 
 class TemplateRef(TypedDict):
@@ -51,35 +53,41 @@ class PluginsSpec(TypedDict):
     metric: list[PluginEntry]
 
 
+def _valid(kind: type[T], value: object) -> T:
+    """``value`` as the type a valid object has there (see the module docstring: the
+    caller checked the object first); not converted, so garbage stays what it was."""
+    return cast(T, value)
+
+
 def stanza(stage: object) -> tuple[Spelling, dict[str, Any]] | None:
     """The Stage's analysis stanza and its spelling; ``spec.analysis`` wins if both."""
     spec = as_dict(as_dict(stage).get("spec"))
     for spelling in ("analysis", "verification"):
         value = spec.get(spelling)
         if value is not None:
-            return spelling, as_dict(value)  # type: ignore[return-value]
+            return spelling, as_dict(value)
     return None
 
 
 def _template_ref(spelling: Spelling, entry: dict[str, Any]) -> TemplateRef:
     if spelling == "analysis":
         return {
-            "name": entry.get("templateName"),
+            "name": _valid(str, entry.get("templateName")),
             "clusterScope": entry.get("clusterScope") is True,
         }
     return {
-        "name": entry.get("name"),
+        "name": _valid(str, entry.get("name")),
         "clusterScope": entry.get("kind") == KIND_CLUSTER_ANALYSIS_TEMPLATE,
     }
 
 
 def _arg(entry: dict[str, Any]) -> AnalysisArg:
-    arg: AnalysisArg = {"name": entry.get("name")}
+    arg: AnalysisArg = {"name": _valid(str, entry.get("name"))}
     # Exactly one of the two is set in a valid stanza; null counts as absent.
     if entry.get("valueFrom") is not None:
         arg["valueFrom"] = entry["valueFrom"]
     else:
-        arg["value"] = entry.get("value")
+        arg["value"] = _valid(str, entry.get("value"))
     return arg
 
 
@@ -112,7 +120,8 @@ def normalize_sha256(value: object) -> str:
 
 
 def _plugin(entry: dict[str, Any]) -> PluginEntry:
-    out: PluginEntry = {"name": entry.get("name"), "location": entry.get("location")}
+    out: PluginEntry = {"name": _valid(str, entry.get("name")),
+                        "location": _valid(str, entry.get("location"))}
     digest = normalize_sha256(entry.get("sha256"))
     if digest:
         out["sha256"] = digest

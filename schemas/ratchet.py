@@ -74,7 +74,7 @@ def _comparable(obj: Any) -> Any:
     for stanza, list_field, field_name, implied in _IMPLIED:
         body = spec.get(stanza)
         refs = body.get(list_field) if isinstance(body, dict) else None
-        if not isinstance(refs, list):
+        if not isinstance(body, dict) or not isinstance(refs, list):
             continue
         new_spec[stanza] = {**body, list_field: [_drop_implied(r, field_name, implied)
                                                  for r in refs]}

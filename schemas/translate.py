@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol, cast
 
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import ValidationError
 
 from schemas.findings import Finding, Key, Path, PathPart
 
@@ -155,8 +155,8 @@ def _type_message(error: ValidationError) -> str:
             return hint
     if messages.get("type"):
         return f"{messages['type']}, not {json_type(error.instance)}"
-    expected = error.validator_value
-    names = [expected] if isinstance(expected, str) else list(expected)
+    expected = error.validator_value  # the schema's "type": a name or a list of names
+    names = [expected] if isinstance(expected, str) else list(cast("Iterable[str]", expected))
     wanted = " or ".join(_JSON_TYPES.get(n, n) for n in names if n != "null") or "null"
     return f"must be {wanted}, not {json_type(error.instance)}"
 
@@ -212,7 +212,8 @@ def _keyword_message(error: ValidationError) -> str:
     configured = _messages(schema).get(keyword)
     if keyword in ("pattern", "enum"):
         what = configured or (
-            "must be one of " + ", ".join(json.dumps(v) for v in error.validator_value)
+            "must be one of " + ", ".join(
+                json.dumps(v) for v in cast("Iterable[Any]", error.validator_value))
             if keyword == "enum"
             else "has an invalid format"
         )
@@ -228,7 +229,14 @@ def _keyword_message(error: ValidationError) -> str:
     return error.message
 
 
-def schema_findings(validator: Draft202012Validator, instance: object) -> list[Finding]:
+class ErrorSource(Protocol):
+    """What ``schema_findings`` asks a validator (``compiled.SchemaValidator`` or
+    jsonschema's own)."""
+
+    def iter_errors(self, instance: object) -> Iterator[ValidationError]: ...
+
+
+def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
     """Every schema error in ``instance`` as findings, at most one per field path."""
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
@@ -254,7 +262,7 @@ def schema_findings(validator: Draft202012Validator, instance: object) -> list[F
         elif keyword == "required":
             present = error.instance if isinstance(error.instance, Mapping) else {}
             parent = error.schema if isinstance(error.schema, Mapping) else {}
-            for prop in error.validator_value:
+            for prop in cast("Iterable[str]", error.validator_value):  # "required": names
                 if prop not in present and (*base, prop) not in missing:
                     offer((*base, prop), 1, _required_message(parent, prop))
                     missing[(*base, prop)] = None

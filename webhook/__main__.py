@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure(level=args.log_level)
 
-    class Server(BaseApplication):  # type: ignore[misc]
+    class Server(BaseApplication):
         def load_config(self) -> None:
             for key, value in settings(
                 bind=args.bind, certfile=args.tls_cert_file, keyfile=args.tls_key_file,

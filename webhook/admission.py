@@ -9,12 +9,19 @@ import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import schemas
 from kubekit.kinds import ROLLOUT_MANAGER, STAGE, Resource
 from schemas.objects import meta_of
 from webhook.config import Lookups
+from webhook.payloads import (
+    AdmissionRequest,
+    AdmissionResponse,
+    Status,
+    StatusCause,
+    StatusDetails,
+)
 
 API_VERSION = "admission.k8s.io/v1"
 Action = Literal["validate", "mutate"]
@@ -49,7 +56,7 @@ class Outcome:
     result: Literal["allowed", "denied", "patched", "skipped", "error"]
 
 
-def parse_review(body: Any) -> dict[str, Any]:
+def parse_review(body: Any) -> AdmissionRequest:
     """Check the envelope and return ``request``; raises :class:`BadReview`."""
     if not isinstance(body, dict):
         raise BadReview("request body must be a JSON object (an AdmissionReview)")
@@ -61,16 +68,16 @@ def parse_review(body: Any) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise BadReview("AdmissionReview request has no uid")
-    return request
+    return cast(AdmissionRequest, request)
 
 
-def _envelope(response: dict[str, Any]) -> dict[str, Any]:
+def _envelope(response: AdmissionResponse) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
 def allow(uid: str, *, warnings: list[str] | None = None,
           patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    response: AdmissionResponse = {"uid": uid, "allowed": True}
     if warnings:
         response["warnings"] = warnings
     if patch:
@@ -82,14 +89,14 @@ def allow(uid: str, *, warnings: list[str] | None = None,
 
 
 def deny(uid: str, *, code: int, reason: str, message: str,
-         details: dict[str, Any] | None = None,
+         details: StatusDetails | None = None,
          warnings: list[str] | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {
+    status: Status = {
         "metadata": {}, "status": "Failure", "code": code, "reason": reason, "message": message,
     }
     if details:
         status["details"] = details
-    response: dict[str, Any] = {"uid": uid, "allowed": False, "status": status}
+    response: AdmissionResponse = {"uid": uid, "allowed": False, "status": status}
     if warnings:
         response["warnings"] = warnings
     return _envelope(response)
@@ -264,7 +271,7 @@ def too_deep(obj: dict[str, Any]) -> schemas.Finding:
     )
 
 
-def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
+def validate(request: AdmissionRequest, *, resource: str, lookups: Lookups,
              allow_http_plugins: bool = False) -> Outcome:
     """The validating decision for one parsed ``request`` (see :func:`parse_review`)."""
     uid = request["uid"]
@@ -304,8 +311,8 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     kind = TARGETS[resource].kind
     name = _clip(_object_name(request, obj), 253)
     shown = [(_clip(f.field), _clip(f.message)) for f in errors[:MAX_ERRORS]]
-    causes = [{"reason": "FieldValueInvalid", "field": field, "message": text}
-              for field, text in shown]
+    causes: list[StatusCause] = [
+        {"reason": "FieldValueInvalid", "field": field, "message": text} for field, text in shown]
     parts = [f"{field}: {text}" for field, text in shown]
     if len(errors) > MAX_ERRORS:
         more = _more(len(errors) - MAX_ERRORS, "error")
@@ -316,7 +323,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     # Kubernetes' own ValidatingAdmissionPolicy names itself; kubectl prints it as
     # `* : admission webhook "..." denied the request` above the field errors.
     webhook_name = WEBHOOK_NAMES[f"/validate/{resource}"]
-    details = {
+    details: StatusDetails = {
         "name": name,
         "group": TARGETS[resource].group,
         "kind": kind,
@@ -333,7 +340,7 @@ def validate(request: dict[str, Any], *, resource: str, lookups: Lookups,
     )
 
 
-def mutate(request: dict[str, Any], *, resource: str) -> Outcome:
+def mutate(request: AdmissionRequest, *, resource: str) -> Outcome:
     """The mutating decision: defaults as a JSONPatch; never denies, never warns."""
     uid = request["uid"]
     obj = _is_checked(request, resource)

@@ -166,7 +166,9 @@ class ClusterLookups:
         def fetch(timeout: float) -> Any:
             return self._rest.get(resource, scope_ns, name, timeout=timeout)
 
-        return self._cached((kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline)
+        found: dict[str, Any] | None = self._cached(
+            (kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline)
+        return found
 
     def rollout_managers(self, namespace: str, *,
                          deadline: float | None = None) -> list[dict[str, Any]]:

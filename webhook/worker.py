@@ -45,12 +45,16 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from gunicorn import http
 from gunicorn import sock as gsock
 from gunicorn.http.unreader import Unreader
-from gunicorn.workers.gthread import STOP_KEEPALIVE_LINGER, TConn, ThreadWorker
+from gunicorn.workers.gthread import (  # type: ignore[attr-defined]
+    STOP_KEEPALIVE_LINGER,  # in gunicorn 27; the stubs (types-gunicorn 26.x) predate it
+    TConn,
+    ThreadWorker,
+)
 
 from webhook.config import MAX_BODY_BYTES
 from webhook.framing import Complete, Framer, Refuse
@@ -90,8 +94,10 @@ _GROUP = {HANDSHAKE: READING, READING: READING, IDLE: IDLE, LINGER: LINGER}
 _EVICTION_ORDER = (LINGER, IDLE, READING)
 
 
-class Conn(TConn):  # type: ignore[misc]
+class Conn(TConn):
     """gunicorn's connection plus the loop's state for it."""
+
+    unreader: BufferUnreader  # the parser's, set with it (``_start_http``)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -114,7 +120,7 @@ def _plain_response(status: int, text: str) -> bytes:
     return head.encode("ascii") + body
 
 
-class WebhookWorker(ThreadWorker):  # type: ignore[misc]
+class WebhookWorker(ThreadWorker):
     """gthread with requests read by the event loop; see the module docstring."""
 
     limits = Limits()
@@ -231,8 +237,9 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
             conn.continued = False
         return bool(super().handle_request(req, conn))
 
-    def finish_request(self, conn: Conn, fs: Any) -> None:
+    def finish_request(self, tconn: TConn, fs: Any) -> None:
         """A thread is done with ``conn`` (main thread): keep it alive or close it."""
+        conn = cast(Conn, tconn)  # every connection of this worker is a Conn
         try:
             keep = fs.result() is True if not fs.cancelled() else False
         except Exception:
@@ -250,7 +257,7 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
             self._watch(conn, READ)
             # Bytes of a next request may already be here: read ahead by gunicorn, or
             # decrypted and buffered by TLS (the poller cannot see either).
-            unreader = conn.parser.unreader
+            unreader = conn.unreader
             if unreader.buf.getvalue() and not self._take(conn, unreader.take_buffered()):
                 return
             if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
@@ -305,13 +312,14 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
             self._close(conn)
 
     def _start_http(self, conn: Conn) -> None:
-        conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-        conn.parser.unreader = BufferUnreader()
+        parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        parser.unreader = conn.unreader = BufferUnreader()
+        conn.parser = parser
         conn.initialized = True
 
     def _handshake(self, conn: Conn) -> None:
         try:
-            conn.sock.do_handshake()
+            cast(ssl.SSLSocket, conn.sock).do_handshake()  # TLS sockets only
         except ssl.SSLWantReadError:
             self._watch(conn, READ)
             return
@@ -388,7 +396,7 @@ class WebhookWorker(ThreadWorker):  # type: ignore[misc]
         self._release(conn)
         conn.framer = None
         conn.phase = BUSY
-        conn.parser.unreader.unread(data)
+        conn.unreader.unread(data)
         conn.data_ready = True
         self.enqueue_req(conn)
 

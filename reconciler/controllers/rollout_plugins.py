@@ -42,7 +42,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
 from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found
-from reconciler.conditions import Status, set_condition
+from reconciler.conditions import set_condition
+from reconciler.payloads import ConditionStatus
 from reconciler.plugin_audit import (
     FLAG_MODES,
     REASONS,
@@ -668,7 +669,7 @@ class RolloutPluginsController:
         ctx: Context,
         rest: Client,
         *,
-        status: Status,
+        status: ConditionStatus,
         reason: str,
         message: str,
         event_type: str | None = None,

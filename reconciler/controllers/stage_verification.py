@@ -18,7 +18,14 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, FREIGHT, STAGE
+from kubekit.kinds import (
+    ANALYSIS_RUN,
+    ANALYSIS_TEMPLATE,
+    CLUSTER_ANALYSIS_TEMPLATE,
+    FREIGHT,
+    STAGE,
+    Resource,
+)
 from kubekit.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient
 from schemas.constants import ANNOTATION_REQUEST, KIND_ANALYSIS_TEMPLATE, LABEL_STAGE
 from schemas.objects import Obj, as_dict, meta_of
@@ -93,17 +100,17 @@ class StageVerificationController:
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         pass
 
-    def resync_keys(self, cache: Any) -> Iterable[Key]:
+    def resync_keys(self, cache: Cache) -> Iterable[Key]:
         """Stages that no longer exist but still have verifiedIn entries or runs."""
         keys: set[Key] = set()
         for freight in cache.list(FREIGHT):
-            namespace = (freight.get("metadata") or {}).get("namespace") or ""
+            namespace = meta_of(freight).get("namespace") or ""
             for stage in ((freight.get("status") or {}).get("verifiedIn") or {}):
                 if cache.get(STAGE, namespace, stage) is None:
                     keys.add(Key(namespace, stage))
         for run in cache.list(ANALYSIS_RUN):
             stage = vf.run_stage(run)
-            namespace = (run.get("metadata") or {}).get("namespace") or ""
+            namespace = meta_of(run).get("namespace") or ""
             if stage and vf.is_ours(run) and cache.get(STAGE, namespace, stage) is None:
                 keys.add(Key(namespace, stage))
         return keys
@@ -112,7 +119,7 @@ class StageVerificationController:
 
     def reconcile(self, key: Key, ctx: Context) -> None:
         stage = ctx.cache.get(STAGE, key.namespace, key.name)
-        if stage is None or (stage.get("metadata") or {}).get("deletionTimestamp"):
+        if stage is None or meta_of(stage).get("deletionTimestamp"):
             self._clean_up(key, ctx)
             return
         _Pass(key, stage, ctx).run()
@@ -211,7 +218,7 @@ class _Pass:
                 existing = self.ctx.client.get(ANALYSIS_RUN, self.key.namespace, name)
                 if existing is None:
                     raise  # deleted in between: try again
-                labels = (existing.get("metadata") or {}).get("labels") or {}
+                labels = meta_of(existing).get("labels") or {}
                 wanted = run_labels(self.key.name, labels.get(
                     "kargo.akuity.io/freight-collection", ""), vf.run_attempt(existing))
                 if all(labels.get(k) == v for k, v in wanted.items()) and vf.run_stage(
@@ -263,7 +270,7 @@ def record_finished(metrics: Any, *, namespace: str, stage: Mapping[str, Any],
                     entry: Mapping[str, Any]) -> None:
     """Count a finished verification; its duration and, on success, the seconds from the
     promotion's end to ``Verified`` (shared by engine and observe modes)."""
-    name = (stage.get("metadata") or {}).get("name") or ""
+    name = meta_of(stage).get("name") or ""
     phase = str(entry.get("phase"))
     metrics.verifications.labels(namespace, name, phase).inc()
     started, ended = _time(entry.get("startTime")), _time(entry.get("finishTime"))
@@ -284,7 +291,8 @@ def _time(value: object) -> dt.datetime | None:
 
 
 def _patch_ignoring_missing(
-    ctx: Context, resource: Any, namespace: str, name: str, body: Obj, *, subresource: str = ""
+    ctx: Context, resource: Resource, namespace: str, name: str, body: Mapping[str, Any], *,
+    subresource: str = "",
 ) -> Obj | None:
     try:
         return ctx.client.patch(resource, namespace, name, body, content_type=MERGE_PATCH,

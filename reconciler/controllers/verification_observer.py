@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from kubekit.kinds import FREIGHT, STAGE
+from schemas.objects import meta_of
 
 from .. import verification as vf
 from ..runtime.types import Context, Key, Requeue
@@ -46,7 +47,7 @@ def anomalies(
     grace: float = UNRECORDED_GRACE_SECONDS,
 ) -> list[Anomaly]:
     """What looks wrong in another verifier's work on ``stage`` (DESIGN.md, observe)."""
-    name = (stage.get("metadata") or {}).get("name") or ""
+    name = meta_of(stage).get("name") or ""
     history = [c for c in ((stage.get("status") or {}).get("freightHistory") or [])
                if isinstance(c, dict)]
     found: list[Anomaly] = []
@@ -109,7 +110,7 @@ def recheck_after(
 
 
 def _age(run: Mapping[str, Any], now: dt.datetime) -> float:
-    created = _time((run.get("metadata") or {}).get("creationTimestamp"))
+    created = _time(meta_of(run).get("creationTimestamp"))
     return (now - created).total_seconds() if created is not None else 0.0
 
 
@@ -128,7 +129,7 @@ class VerificationObserver:
         stage = ctx.cache.get(STAGE, key.namespace, key.name)
         if stage is None:
             return
-        uid = str((stage.get("metadata") or {}).get("uid") or key)
+        uid = str(meta_of(stage).get("uid") or key)
         history = [c for c in ((stage.get("status") or {}).get("freightHistory") or [])
                    if isinstance(c, dict)]
         if ctx.metrics is not None:

@@ -32,7 +32,7 @@ def backoff_delay(
     if failures < 1:
         return 0.0
     # Cap the exponent before computing so huge failure counts cannot overflow.
-    raw = min(cap, base * (2 ** min(failures - 1, 64)))
+    raw = min(cap, base * (2.0 ** min(failures - 1, 64)))
     spread = raw * jitter * (2 * rand() - 1)
     return max(0.0, min(cap, raw + spread))
 

@@ -7,18 +7,19 @@ would cost more than the discipline).
 
 from __future__ import annotations
 
+import builtins  # builtins.list: in the classes below, ``list`` is also a method
 import threading
 from collections.abc import Callable, Iterable
 
 from kubekit.kinds import Resource
-from schemas.objects import Obj
+from schemas.objects import Obj, meta_of
 
 # obj -> the index values it is found under (none: not indexed)
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 
 def _ns_name(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = meta_of(obj)
     return meta.get("namespace") or "", meta.get("name") or ""
 
 
@@ -48,7 +49,7 @@ class Store:
                 for obj in by_name.values():
                     self._index_one(name, obj, add=True)
 
-    def by_index(self, name: str, value: str) -> list[Obj]:
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         with self._lock:
             keys = self._indexes[name].get(value, ())
             return [o for ns, n in keys if (o := self._items.get(ns, {}).get(n)) is not None]
@@ -76,7 +77,7 @@ class Store:
         with self._lock:
             return self._items.get(ns, {}).get(name)
 
-    def list(self, namespace: str | None = None) -> list[Obj]:
+    def list(self, namespace: str | None = None) -> builtins.list[Obj]:
         with self._lock:
             if namespace is None or not self.resource.namespaced:
                 return [o for by_name in self._items.values() for o in by_name.values()]
@@ -119,8 +120,8 @@ class Store:
             return old
 
     def replace_scope(
-        self, namespace: str | None, objs: list[Obj]
-    ) -> tuple[list[Obj], list[tuple[Obj | None, Obj]]]:
+        self, namespace: str | None, objs: builtins.list[Obj]
+    ) -> tuple[builtins.list[Obj], builtins.list[tuple[Obj | None, Obj]]]:
         """Replace everything in ``namespace`` (None = all) after a fresh list.
 
         Returns (deleted, changed_or_new as (previous version or None, new)) so the
@@ -136,7 +137,7 @@ class Store:
                 o for ns in scopes for name, o in self._items.get(ns, {}).items()
                 if name not in fresh.get(ns, {})
             ]
-            changed: list[tuple[Obj | None, Obj]] = []
+            changed: builtins.list[tuple[Obj | None, Obj]] = []
             for ns, by_name in fresh.items():
                 for name, o in by_name.items():
                     old = self._items.get(ns, {}).get(name)
@@ -157,7 +158,7 @@ class Store:
 
 
 def _rv(obj: Obj) -> str:
-    return (obj.get("metadata") or {}).get("resourceVersion", "")
+    return str(meta_of(obj).get("resourceVersion", ""))
 
 
 def _rv_int(obj: Obj) -> int:
@@ -185,10 +186,10 @@ class CacheView:
     def get(self, resource: Resource, namespace: str, name: str) -> Obj | None:
         return self._store(resource).get(namespace, name)
 
-    def list(self, resource: Resource, namespace: str | None = None) -> list[Obj]:
+    def list(self, resource: Resource, namespace: str | None = None) -> builtins.list[Obj]:
         return self._store(resource).list(namespace)
 
-    def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
+    def by_index(self, resource: Resource, index: str, value: str) -> builtins.list[Obj]:
         return self._store(resource).by_index(index, value)
 
     def observe(self, resource: Resource, obj: Obj) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubekit.kinds import EVENT
+from schemas.objects import meta_of
 
 from .types import Client
 
@@ -33,7 +34,7 @@ def build_event(
     instance: str,
     now: dt.datetime,
 ) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
+    meta = meta_of(obj)
     namespace = meta.get("namespace") or "default"
     stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -90,7 +91,7 @@ class Recorder:
         self._thread.start()
 
     def emit(self, obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-        meta = obj.get("metadata") or {}
+        meta = meta_of(obj)
         key = (str(meta.get("uid") or meta.get("namespace")), str(meta.get("name")),
                type, reason, message)
         now = time.monotonic()

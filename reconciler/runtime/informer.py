@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import Resource
 from kubekit.rest import Rest
-from schemas.objects import Obj
+from schemas.objects import Obj, meta_of
 
 from .backoff import backoff_delay
 from .cache import Store
@@ -145,13 +145,13 @@ class Informer:
             for event in events:
                 if self.stop.is_set():
                     return
-                etype = event.get("type")
+                etype = str(event.get("type") or "")
                 obj = event.get("object") or {}
                 if etype == "ERROR":
                     if obj.get("code") == 410:
                         raise Gone
                     raise ApiException(status=obj.get("code") or 0, reason=obj.get("message"))
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                rv = meta_of(obj).get("resourceVersion")
                 if etype == "BOOKMARK":
                     if rv:
                         self.resource_version = rv

@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubekit.kinds import Resource
@@ -40,7 +40,7 @@ class ControllerRunner:
     def __init__(self, controller: Controller, *, metrics: Metrics, workers: int) -> None:
         self.controller = controller
         self.name = controller.name
-        self.queue = WorkQueue(backoff=Backoff(base=0.5, cap=120.0))
+        self.queue: WorkQueue[Key] = WorkQueue(backoff=Backoff(base=0.5, cap=120.0))
         self.metrics = metrics
         self.workers = workers
         self._threads: list[threading.Thread] = []
@@ -183,7 +183,7 @@ class Manager:
                     runner.queue.add(key)
         return handle
 
-    def _restart_counter(self, resource: Resource):
+    def _restart_counter(self, resource: Resource) -> Callable[[str], None]:
         label = f"{resource.plural}.{resource.group or 'core'}"
 
         def count(reason: str) -> None:

@@ -15,15 +15,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from .backoff import Backoff
+
+K = TypeVar("K", bound=Hashable)
 
 
 class ShutDown(Exception):
     """Raised by ``get`` once the queue is shut down and drained of waiters."""
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(
         self,
         *,
@@ -31,21 +34,21 @@ class WorkQueue:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cond = threading.Condition()
-        self._queue: deque[Hashable] = deque()
-        self._dirty: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
-        self._waiting: list[tuple[float, int, Hashable]] = []  # heap of (due, seq, key)
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._waiting: list[tuple[float, int, K]] = []  # heap of (due, seq, key)
         self._seq = itertools.count()
         self._shutdown = False
         self._clock = clock
         self.backoff = backoff or Backoff()
 
     # -- adding ---------------------------------------------------------------
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         with self._cond:
             self._add_locked(key)
 
-    def _add_locked(self, key: Hashable) -> None:
+    def _add_locked(self, key: K) -> None:
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
@@ -54,7 +57,7 @@ class WorkQueue:
         self._queue.append(key)
         self._cond.notify()
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` once ``delay`` seconds have passed (immediately if <= 0)."""
         if delay <= 0:
             self.add(key)
@@ -66,13 +69,13 @@ class WorkQueue:
             # Wake a getter so it recomputes how long to sleep.
             self._cond.notify()
 
-    def add_rate_limited(self, key: Hashable) -> float:
+    def add_rate_limited(self, key: K) -> float:
         """Add ``key`` after its next backoff delay; returns the delay."""
         delay = self.backoff.next_delay(key)
         self.add_after(key, delay)
         return delay
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         self.backoff.forget(key)
 
     # -- taking ---------------------------------------------------------------
@@ -84,7 +87,7 @@ class WorkQueue:
             self._add_locked(key)
         return (self._waiting[0][0] - now) if self._waiting else None
 
-    def get(self, timeout: float | None = None) -> Hashable | None:
+    def get(self, timeout: float | None = None) -> K | None:
         """Next key to process, or None after ``timeout``; raises ShutDown when stopped.
 
         The caller must call ``done(key)`` when finished with it.
@@ -108,7 +111,7 @@ class WorkQueue:
                     wait = left if wait is None else min(wait, left)
                 self._cond.wait(wait)
 
-    def done(self, key: Hashable) -> None:
+    def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import Resource
 from kubekit.rest import MERGE_PATCH, is_conflict, is_not_found
-from schemas.objects import Obj
+from schemas.objects import Obj, meta_of
 
 from .types import Cache, Client
 
@@ -52,7 +52,7 @@ def write_status(
                if not (v is None and k not in (obj.get("status") or {}))}
     if not changes:
         return None
-    meta = obj.get("metadata") or {}
+    meta = meta_of(obj)
     body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": changes}
     try:
         updated = client.patch(resource, meta.get("namespace") or "", meta["name"], body,

@@ -10,12 +10,13 @@ client.
 
 from __future__ import annotations
 
+import builtins  # builtins.list: in the classes below, ``list`` is also a method
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubekit.kinds import Resource
-from schemas.objects import Obj
+from schemas.objects import Obj, meta_of
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -46,9 +47,9 @@ class Cache(Protocol):
 
     def get(self, resource: Resource, namespace: str, name: str) -> Obj | None: ...
 
-    def list(self, resource: Resource, namespace: str | None = None) -> list[Obj]: ...
+    def list(self, resource: Resource, namespace: str | None = None) -> builtins.list[Obj]: ...
 
-    def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
+    def by_index(self, resource: Resource, index: str, value: str) -> builtins.list[Obj]:
         """Objects whose index function (``Store.add_index``) returned ``value``."""
         ...
 
@@ -142,5 +143,5 @@ class Controller(Protocol):
 
 
 def object_key(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
+    meta = meta_of(obj)
     return Key(meta.get("namespace") or "", meta["name"])
