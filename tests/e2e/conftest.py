@@ -16,6 +16,7 @@ from typing import Any
 
 import controlplane
 import pytest
+from verification_kit import Cluster, MetricServer, metric_server, verdict_template
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -70,3 +71,33 @@ def get_json(kubectl: Kubectl) -> Callable[..., dict[str, Any]]:
         return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
     return _get
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Iterator[MetricServer]:
+    """The HTTP metric source the verification tests' runs ask (one per module)."""
+    with metric_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def argo_rollouts(
+    control_plane: controlplane.ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[Any]:
+    """The real Argo Rollouts controller (AnalysisRuns only), all namespaces, one per
+    module."""
+    module = request.module.__name__.rpartition(".")[2].removeprefix("test_")
+    proc = control_plane.start_rollouts_controller(name=f"rollouts-controller-{module}")
+    yield proc
+    control_plane.stop_process(proc)
+
+
+@pytest.fixture
+def cluster(control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
+            argo_rollouts: Any) -> Cluster:
+    """A namespace with the verification tests' templates and two Freight."""
+    c = Cluster(control_plane, namespace)
+    c.apply(verdict_template(metrics.url))
+    c.apply(verdict_template(metrics.url, name="long", count=3, interval="1h"))
+    c.freight("f1", "f2")
+    return c

@@ -22,7 +22,7 @@ from typing import Any
 import controlplane
 import kargo
 import pytest
-from verification_kit import Cluster, MetricServer, metric_server, verdict_template, wait_for
+from verification_kit import Cluster, MetricServer, verdict_template, wait_for
 
 from reconciler.analysis import freight_collection_id
 
@@ -30,20 +30,6 @@ from reconciler.analysis import freight_collection_id
 KARGO_STATUS_FIELDS = {"freightHistory", "lastPromotion", "health", "conditions",
                        "currentPromotion"}
 ENTRY_FIELDS = {"id", "actor", "startTime", "phase", "message", "analysisRun", "finishTime"}
-
-
-@pytest.fixture(scope="module")
-def metrics() -> Iterator[MetricServer]:
-    with metric_server() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def argo_rollouts(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
-    """The real Argo Rollouts controller (AnalysisRuns only), all namespaces."""
-    proc = control_plane.start_rollouts_controller(name="rollouts-controller-verification")
-    yield proc
-    control_plane.stop_process(proc)
 
 
 def start_reconciler(plane: controlplane.ControlPlane, namespace: str, *extra: str,
@@ -62,16 +48,6 @@ def reconciler(control_plane: controlplane.ControlPlane,
     proc = start_reconciler(control_plane, namespace, "--no-leader-elect")
     yield proc
     control_plane.stop_process(proc)
-
-
-@pytest.fixture
-def cluster(control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
-            argo_rollouts: Any) -> Cluster:
-    c = Cluster(control_plane, namespace)
-    c.apply(verdict_template(metrics.url))
-    c.apply(verdict_template(metrics.url, name="long", count=3, interval="1h"))
-    c.freight("f1", "f2")
-    return c
 
 
 def only_kargo_fields(cluster: Cluster, stage: str) -> None:

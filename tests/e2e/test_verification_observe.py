@@ -17,32 +17,9 @@ from typing import Any
 
 import controlplane
 import pytest
-from verification_kit import Cluster, MetricServer, metric_server, verdict_template, wait_for
+from verification_kit import Cluster, wait_for
 
 from reconciler.analysis import freight_collection_id
-
-
-@pytest.fixture(scope="module")
-def metrics() -> Iterator[MetricServer]:
-    with metric_server() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def argo_rollouts(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
-    proc = control_plane.start_rollouts_controller(name="rollouts-controller-observe")
-    yield proc
-    control_plane.stop_process(proc)
-
-
-@pytest.fixture
-def cluster(control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
-            argo_rollouts: Any) -> Cluster:
-    c = Cluster(control_plane, namespace)
-    c.apply(verdict_template(metrics.url))
-    c.apply(verdict_template(metrics.url, name="long", count=3, interval="1h"))
-    c.freight("f1", "f2")
-    return c
 
 
 @pytest.fixture
