@@ -248,11 +248,17 @@ def is_already_exists(exc: BaseException) -> bool:
     return isinstance(exc, ApiException) and is_conflict(exc) and reason_of(exc) == "AlreadyExists"
 
 
-def reason_of(exc: ApiException) -> str:
+def status_of(exc: ApiException) -> dict[str, Any]:
+    """The metav1.Status the API server sent with an error; {} when there is none."""
     try:
-        return str(json.loads(exc.body or "{}").get("reason", ""))
-    except (ValueError, AttributeError):
-        return ""
+        body = json.loads(exc.body or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def reason_of(exc: ApiException) -> str:
+    return str(status_of(exc).get("reason", ""))
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -24,7 +24,6 @@ template), and only where a stale answer is harmless:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -37,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 import schemas
 from kubekit.kinds import ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, ROLLOUT_MANAGER, Resource
-from kubekit.rest import Rest
+from kubekit.rest import Rest, status_of
 from webhook import metrics
 from webhook.config import Lookups
 
@@ -65,10 +64,7 @@ def _api_error(exc: ApiException) -> str:
     if exc.status == 0:
         return str(exc.reason)
     text = f"API error {exc.status} {exc.reason}"
-    try:
-        message = json.loads(exc.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        message = None
+    message = status_of(exc).get("message")
     if isinstance(message, str) and message:
         text += ": " + " ".join(message.split())[:300]
     return text

@@ -31,7 +31,6 @@ stale cache costs one read instead of a duplicate write or a duplicate Warning e
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -41,7 +40,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
-from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found
+from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found, status_of
 from reconciler.conditions import set_condition
 from reconciler.payloads import ConditionStatus
 from reconciler.plugin_audit import (
@@ -79,7 +78,7 @@ from reconciler.plugins import (
 from reconciler.runtime.status import write_status
 from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, Watch, object_key
 from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
-from schemas.objects import Obj, meta_of
+from schemas.objects import Obj, as_dict, as_list, meta_of
 from schemas.plugins import manager_age_key
 
 log = logging.getLogger("reconciler.rollout_plugins")
@@ -177,10 +176,7 @@ def namespace_terminating(exc: ApiException) -> bool:
     """A 403 because the namespace is being deleted (cause ``NamespaceTerminating``)."""
     if exc.status != 403:
         return False
-    try:
-        causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
-    except (ValueError, AttributeError):
-        return False
+    causes = as_list(as_dict(status_of(exc).get("details")).get("causes"))
     return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
 
 

@@ -11,7 +11,6 @@ Events. Crash safety needs no memory: everything is re-derived from the objects.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,7 +25,7 @@ from kubekit.kinds import (
     STAGE,
     Resource,
 )
-from kubekit.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient
+from kubekit.rest import MERGE_PATCH, is_already_exists, is_not_found, is_transient, status_of
 from schemas.constants import ANNOTATION_REQUEST, KIND_ANALYSIS_TEMPLATE, LABEL_STAGE
 from schemas.objects import Obj, as_dict, meta_of
 
@@ -304,7 +303,4 @@ def _patch_ignoring_missing(
 
 
 def _message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        return str(exc.reason)
+    return str(status_of(exc).get("message") or exc.reason)
