@@ -182,6 +182,24 @@ def expected_uid(raw: bytes) -> str | None:
     return uid if isinstance(uid, str) and uid else None
 
 
+def depth(value: Any) -> int:
+    """How deeply ``value`` nests (iteratively)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        if isinstance(node, dict | list):
+            todo.extend((child, level + 1)
+                        for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+# A review nested about as deep as the parser allows may be refused as JSON (400) by
+# the server, whose parser starts deeper in the stack than this one: the contract
+# allows a denial or a 400 for it.
+DEEP = 800
+
+
 def judge(raw: bytes, status: int, body: bytes) -> str:
     """The outcome class of one answer; "wrong: ..." when it breaks the contract."""
     if status >= 500:
@@ -189,6 +207,8 @@ def judge(raw: bytes, status: int, body: bytes) -> str:
     uid = expected_uid(raw)
     if uid is None:
         return "refused 400" if status == 400 else f"wrong: HTTP {status} for a non-review"
+    if status == 400 and depth(json.loads(raw)) >= DEEP:
+        return "refused 400 (nested too deep)"
     if status != 200:
         return f"wrong: HTTP {status} for a review"
     try:
@@ -239,15 +259,18 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int) -> dic
                 else:
                     conn.request("POST", path, body=raw, headers=headers)
                 resp = conn.getresponse()
-                outcome = judge(raw, resp.status, resp.read())
+                answer = resp.read()
+                outcome = judge(raw, resp.status, answer)
             except (OSError, http.client.HTTPException) as exc:
                 outcome = f"wrong: dropped connection ({type(exc).__name__})"
+                answer = b""
                 conn.close()
             with lock:
                 outcomes[outcome] += 1
                 per_endpoint[path] += 1
                 if outcome.startswith("wrong") and len(failures) < KEEP_FAILURES:
-                    failures.append(f"{outcome}: POST {path} {raw[:300]!r}")
+                    failures.append(f"{outcome}: POST {path} {raw[:200]!r}... "
+                                    f"({len(raw)} bytes) -> {answer[:200]!r}")
         conn.close()
 
     workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]

@@ -38,9 +38,14 @@ def _plain(status: int, text: str) -> Response:
 
 def _json(body: dict[str, Any]) -> Response:
     # UTF-8 as is (JSON's encoding): kubectl shows a message's text as the webhook
-    # wrote it, and an escaped "\u00e8" only costs bytes.
-    return Response(json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-                    status=200, mimetype=_JSON)
+    # wrote it, and an escaped "\u00e8" only costs bytes. JSON input may carry a lone
+    # surrogate ("\ud800", e.g. in a uid) that UTF-8 cannot encode: then the answer
+    # is escaped ASCII, which is still valid JSON.
+    try:
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        data = json.dumps(body, separators=(",", ":")).encode()
+    return Response(data, status=200, mimetype=_JSON)
 
 
 def _parse_body() -> Any:
