@@ -139,3 +139,35 @@ def test_expect_continue_gets_413_before_the_body_or_100_then_the_answer(webhook
         status, headers, body = read_response(sock)
         assert status == 200 and b'"allowed":true' in body
         assert headers["connection"] == "keep-alive"
+
+
+def test_many_large_uploads_at_once_are_refused_biggest_first(webhook):
+    """12 uploads of 6 MiB (of 8 MiB announced) at once, then a stall: more than a
+    worker may hold in memory (32 MiB). The largest are refused with a 503 as the
+    budget runs out, the rest get a 408 at the deadline; reviews are answered all along."""
+    part = b"a" * (6 * 1024 * 1024)
+    head = HEAD + b"Content-Length: %d\r\n\r\n" % LIMIT
+    socks = []
+    statuses: list[int | None] = []
+
+    def upload() -> None:
+        sock = webhook.tls()
+        socks.append(sock)
+        with contextlib.suppress(OSError):
+            sock.sendall(head + part)
+
+    with probing(webhook, "12 large uploads at once"):
+        uploaders = [threading.Thread(target=upload, daemon=True) for _ in range(12)]
+        for t in uploaders:
+            t.start()
+        for t in uploaders:
+            t.join(10)
+        for sock in socks:
+            try:
+                statuses.append(read_response(sock)[0])
+            except OSError:
+                statuses.append(None)
+            assert closed_by_server(sock)
+            sock.close()
+    assert 503 in statuses, statuses
+    assert set(statuses) <= {503, 408, None}, statuses
