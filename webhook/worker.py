@@ -263,7 +263,8 @@ class WebhookWorker(ThreadWorker):
             if isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
                 self._receive(conn)
         except Exception as exc:  # a bug here must not take the worker down
-            self.log.warning("closing a connection after an error: %s", exc)
+            self.log.warning("closing a connection after an error: %s: %s",
+                             type(exc).__name__, exc)
             self._close(conn)
 
     def murder_keepalived(self, force: bool = False) -> None:
@@ -308,7 +309,8 @@ class WebhookWorker(ThreadWorker):
                 self._drain(conn)
             # BUSY or CLOSED: an event from before the connection changed hands.
         except Exception as exc:  # a bug here must not take the worker down
-            self.log.warning("closing a connection after an error: %s", exc)
+            self.log.warning("closing a connection after an error: %s: %s",
+                             type(exc).__name__, exc)
             self._close(conn)
 
     def _start_http(self, conn: Conn) -> None:
