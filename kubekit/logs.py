@@ -26,7 +26,10 @@ class JsonFormatter(logging.Formatter):
                 out[k] = v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
+        # Non-ASCII as written (readable logs); a lone surrogate, which a client can
+        # send in any string it controls, escaped rather than failing the write.
+        text = json.dumps(out, default=str, ensure_ascii=False)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def setup(level: str = "INFO") -> None:

@@ -257,6 +257,16 @@ def status_of(exc: ApiException) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def brief(exc: BaseException) -> str:
+    """One log line for an error: an API error's status, reason and the API server's
+    message, never the response headers and body ``str(ApiException)`` prints."""
+    if isinstance(exc, ApiException):
+        message = status_of(exc).get("message")
+        head = f"HTTP {exc.status} {exc.reason}" if exc.status else str(exc.reason)
+        return f"{head}: {message}" if message else head
+    return f"{type(exc).__name__}: {exc}"
+
+
 def reason_of(exc: ApiException) -> str:
     return str(status_of(exc).get("reason", ""))
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import Resource
-from kubekit.rest import Rest
+from kubekit.rest import Rest, brief
 from schemas.objects import Obj, meta_of
 
 from .backoff import backoff_delay
@@ -94,7 +94,7 @@ class Informer:
                 failures += 1
                 delay = backoff_delay(failures, base=0.5, cap=30.0)
                 log.warning(
-                    "list/watch failed: %s; retrying in %.1fs", _brief(exc), delay,
+                    "list/watch failed: %s; retrying in %.1fs", brief(exc), delay,
                     extra={"informer": self.name},
                 )
                 self.on_restart("error")
@@ -176,9 +176,3 @@ class Informer:
         except Exception:
             # A faulty mapping must not kill the watch that every controller shares.
             log.exception("event handler failed", extra={"informer": self.name})
-
-
-def _brief(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"

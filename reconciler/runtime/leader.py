@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import LEASE
-from kubekit.rest import DEFAULT_TIMEOUT, Rest
+from kubekit.rest import DEFAULT_TIMEOUT, Rest, brief
 from schemas.objects import Obj
 
 log = logging.getLogger("reconciler.leader")
@@ -225,5 +225,5 @@ class LeaderElector:
         try:
             return self.try_acquire_or_renew(deadline)
         except Exception as exc:
-            log.warning("lease request failed: %s", exc)
+            log.warning("lease request failed: %s", brief(exc))
             return False

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubekit.kinds import Resource
-from kubekit.rest import Rest
+from kubekit.rest import Rest, brief
 from schemas.objects import Obj
 
 from .backoff import Backoff
@@ -96,7 +96,7 @@ class ControllerRunner:
             self.metrics.errors.labels(self.name).inc()
             delay = self.queue.add_rate_limited(key)
             log.warning(
-                "reconcile failed, retrying in %.1fs: %s", delay, exc, extra=where,
+                "reconcile failed, retrying in %.1fs: %s", delay, brief(exc), extra=where,
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
         finally:

@@ -36,3 +36,28 @@ def test_webhook_log_line_matches_the_reconciler_format():
     assert ours["details"] == "{'a': [1, 2]}"  # a non-scalar becomes its str()
     assert ours["attempt"] == 2 and ours["missing"] is None  # scalars stay as they are
     assert ours["msg"] == "internal fault for u-1" and ours["level"] == "error"
+
+
+def test_log_lines_show_non_ascii_as_written_and_escape_lone_surrogates():
+    import logging
+
+    from kubekit.logs import JsonFormatter
+
+    record = logging.LogRecord("t", logging.INFO, "p", 1, "template %s: %s",
+                               ("succès-rate", "\ud800"), None)
+    line = JsonFormatter().format(record)
+    assert '"msg": "template succès-rate: \\ud800"' in line
+    line.encode("utf-8")  # writable to a UTF-8 stream
+
+
+def test_api_errors_are_one_line_without_headers():
+    from kubernetes.client.exceptions import ApiException
+
+    from kubekit.rest import brief
+
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.headers = {"Audit-Id": "x"}
+    exc.body = '{"kind":"Status","message":"stages is forbidden: User cannot list"}'
+    assert brief(exc) == "HTTP 403 Forbidden: stages is forbidden: User cannot list"
+    assert brief(ApiException(status=0, reason="ConnectionError: refused")) == (
+        "ConnectionError: refused")
