@@ -241,10 +241,8 @@ class _Pass:
         body: Obj = {"spec": {"terminate": True}}
         if terminate.request is not None:
             body["metadata"] = {"annotations": {ANNOTATION_REQUEST: terminate.request}}
-        updated = _patch_ignoring_missing(self.ctx, ANALYSIS_RUN, self.key.namespace,
-                                          terminate.run, body)
-        if updated is not None:
-            self.ctx.cache.observe(ANALYSIS_RUN, updated)
+        if _patch_ignoring_missing(self.ctx, ANALYSIS_RUN, self.key.namespace,
+                                   terminate.run, body) is not None:
             log.info("terminated AnalysisRun", extra={**self.where, "run": terminate.run})
 
     # -- metrics -----------------------------------------------------------------
@@ -293,13 +291,17 @@ def _patch_ignoring_missing(
     ctx: Context, resource: Resource, namespace: str, name: str, body: Mapping[str, Any], *,
     subresource: str = "",
 ) -> Obj | None:
+    """Merge-patch; None when the object is gone. The result goes into the cache, so
+    the watch's echo of this write wakes nothing (the informer skips it)."""
     try:
-        return ctx.client.patch(resource, namespace, name, body, content_type=MERGE_PATCH,
-                                subresource=subresource)
+        updated = ctx.client.patch(resource, namespace, name, body, content_type=MERGE_PATCH,
+                                   subresource=subresource)
     except ApiException as exc:
         if is_not_found(exc):
             return None
         raise
+    ctx.cache.observe(resource, updated)
+    return updated
 
 
 def _message(exc: ApiException) -> str:

@@ -164,6 +164,11 @@ class Informer:
                     old = self.store.upsert_if_newer(obj)
                 if rv:
                     self.resource_version = rv
+                if etype != "DELETED" and old is not None and (
+                        meta_of(old).get("resourceVersion") == rv):
+                    # The echo of a write of ours the cache already took in: the pass
+                    # that wrote it planned with it, so there is nothing new to tell.
+                    continue
                 self._notify(etype, old, obj)
         except ApiException as exc:
             if exc.status == 410:

@@ -111,6 +111,31 @@ def test_informer_applies_deletes_from_the_watch():
     assert seen[-1] == ("DELETED", "a")
 
 
+def test_informer_skips_the_echo_of_a_write_the_cache_already_took_in():
+    """A controller's own write, observed into the cache from the write's response,
+    wakes nothing when the watch brings it back; someone else's later write does."""
+    stop = threading.Event()
+    rest = ScriptedRest(
+        [{"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}],
+        [[{"type": "MODIFIED", "object": obj("a", "12")},
+          {"type": "MODIFIED", "object": obj("a", "13")}]], stop)
+    store = Store(ANALYSIS_RUN)
+    seen = []
+    inf = Informer(rest=rest, resource=ANALYSIS_RUN, namespace=None, store=store,
+                   handler=lambda t, old, o: seen.append((t, o["metadata"]["resourceVersion"])),
+                   stop=stop)
+    real_watch = rest.watch
+
+    def watch_after_our_write(*args, **kwargs):
+        store.upsert_if_newer(obj("a", "12"))  # our write's response (Cache.observe)
+        yield from real_watch(*args, **kwargs)
+
+    rest.watch = watch_after_our_write
+    inf._run()
+    assert seen == [("ADDED", "5"), ("MODIFIED", "13")]
+    assert store.get("ns", "a")["metadata"]["resourceVersion"] == "13"
+
+
 def test_cache_view_names_an_unwatched_resource():
     view = CacheView({STAGE: Store(STAGE)})
     with pytest.raises(KeyError, match=r"configmaps\.core is not cached"):
