@@ -37,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,17 @@ class Completion:
         }
 
 
+def reconcile_counts(url: str) -> dict[str, float]:
+    """The reconciler's own count of passes by result (success, conflict, error...)."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("rollgate_reconciler_reconcile_total{"):
+            result = line.split('result="', 1)[1].split('"', 1)[0]
+            counts[result] = counts.get(result, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
     """The floor: on a run's phase change to Successful, the two writes a completed
     verification needs (Freight verifiedIn, then the Stage status), nothing else: the
@@ -326,6 +338,7 @@ def main() -> int:
         counts = runs_per_stage(co)
         check_one_run_each(counts, n, "after verification")
         rss = peak_rss_mib(proc.pid)
+        reconciles = reconcile_counts(proc.url)
         proc.stop()
 
         # The floor: the same objects, the same writes, a bare client, the same workers.
@@ -371,6 +384,7 @@ def main() -> int:
                                              / floor["stage_verified_true"]["p99_s"], 2),
             },
             "reconciler_peak_rss_mib": round(rss, 1),
+            "reconciles_by_result": reconciles,
             "runs_per_stage": sorted(set(counts.values())),
         }
         report(result)

@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubekit.kinds import EVENT
@@ -79,11 +79,19 @@ class Recorder:
         *,
         instance: str,
         dedupe_seconds: float = 600.0,
-        max_queued: int = 1000,
+        max_queued: int = 10000,
+        busy: Callable[[], bool] | None = None,
+        max_defer_seconds: float = 5.0,
     ) -> None:
         self.client = client
         self.instance = instance
         self.dedupe_seconds = dedupe_seconds
+        # Events yield to the controllers' own writes: while ``busy()`` (keys waiting in
+        # a work queue), an Event waits, up to ``max_defer_seconds``, so a burst of
+        # finished verifications reaches verifiedIn before the API server spends time
+        # on their Events.
+        self.busy = busy
+        self.max_defer_seconds = max_defer_seconds
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(max_queued)
         self._seen: OrderedDict[tuple[str, ...], float] = OrderedDict()
         self._lock = threading.Lock()
@@ -124,6 +132,9 @@ class Recorder:
             try:
                 if event is None:
                     return
+                deadline = time.monotonic() + self.max_defer_seconds
+                while self.busy is not None and self.busy() and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 self.client.create(EVENT, event["metadata"]["namespace"], event)
             except Exception as exc:
                 log.warning("could not record event %s: %s",

@@ -141,7 +141,8 @@ class Manager:
         self.ctx = Context(
             cache=self.cache,
             client=self.rest,
-            events=Recorder(self.rest, instance=self.identity),
+            events=Recorder(self.rest, instance=self.identity,
+                            busy=lambda: any(len(r.queue) for r in self.runners)),
             options=options,
             metrics=self.metrics,
         )
