@@ -121,7 +121,9 @@ class VerificationObserver:
     indexes = INDEXES
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        self._started = dt.datetime.now(dt.UTC)
+        # Whole seconds, as Kubernetes timestamps are: a verification that finished in
+        # the second this process started still counts.
+        self._started = dt.datetime.now(dt.UTC).replace(microsecond=0)
         self._lock = threading.Lock()
         self._counted: set[tuple[str, str]] = set()  # (stage uid, what was counted)
 

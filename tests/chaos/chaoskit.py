@@ -91,7 +91,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(tmp_path: Path) -> Iterator[Server]:
+def serve(tmp_path: Path, *, workers: int = WORKERS) -> Iterator[Server]:
     paths = certs.generate(tmp_path / "certs")
     port = _free_port()
     log = tmp_path / "webhook.log"
@@ -100,7 +100,7 @@ def serve(tmp_path: Path) -> Iterator[Server]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
              "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
-             "--workers", str(WORKERS), "--threads", str(THREADS),
+             "--workers", str(workers), "--threads", str(THREADS),
              "--request-timeout", str(REQUEST_TIMEOUT),
              "--max-connections", str(MAX_CONNECTIONS), "--log-level", "debug"],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,

@@ -7,10 +7,23 @@ from __future__ import annotations
 import selectors
 import ssl
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
-from chaoskit import MAX_CONNECTIONS, WORKERS, probing, read_response
+import chaoskit
+import pytest
+from chaoskit import MAX_CONNECTIONS, probing, read_response
 
-FLOOD = 3 * WORKERS * MAX_CONNECTIONS  # three times what the server holds
+# One worker process: with several, the kernel spreads the connections over them
+# unevenly (under load very unevenly), and which connection a worker saw first is not
+# observable from the client, so "oldest first" is checked where it is defined.
+FLOOD = 3 * MAX_CONNECTIONS  # three times what the server holds
+
+
+@pytest.fixture(scope="module")
+def one_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[chaoskit.Server]:
+    with chaoskit.serve(Path(tmp_path_factory.mktemp("flood")), workers=1) as running:
+        yield running
 
 
 def _idle_keepalive(webhook) -> ssl.SSLSocket:
@@ -42,7 +55,8 @@ def _closed(socks: list[ssl.SSLSocket]) -> set[int]:
     return closed
 
 
-def test_idle_flood_past_the_cap_closes_the_oldest_idle_first(webhook):
+def test_idle_flood_past_the_cap_closes_the_oldest_idle_first(one_worker):
+    webhook = one_worker
     socks: list[ssl.SSLSocket] = []
     try:
         with probing(webhook, f"{FLOOD} idle keep-alive connections"):
@@ -51,8 +65,8 @@ def test_idle_flood_past_the_cap_closes_the_oldest_idle_first(webhook):
             time.sleep(0.5)
         closed = _closed(socks)
         still_open = FLOOD - len(closed)
-        # Each worker holds at most MAX_CONNECTIONS; every worker saw more than that.
-        assert still_open <= WORKERS * MAX_CONNECTIONS, still_open
+        # The worker holds at most MAX_CONNECTIONS.
+        assert still_open <= MAX_CONNECTIONS, still_open
         # Oldest first: the first connections of the flood went, the last ones stay
         # (the probes' own connections evicted a few more idle ones meanwhile).
         assert set(range(10)) <= closed
@@ -64,3 +78,4 @@ def test_idle_flood_past_the_cap_closes_the_oldest_idle_first(webhook):
     finally:
         for sock in socks:
             sock.close()
+    assert "Traceback" not in webhook.log_text()
