@@ -90,6 +90,8 @@ def _invisible(ch: str) -> bool:
 
 def invisible_problem(value: str) -> str | None:
     """The first invisible formatting character in ``value``, named, or None."""
+    if value.isascii():
+        return None  # every invisible formatting character is outside ASCII
     for index, ch in enumerate(value):
         if _invisible(ch):
             label = unicodedata.name(ch, "invisible character")

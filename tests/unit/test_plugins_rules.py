@@ -101,3 +101,10 @@ def test_http_location_gets_the_same_host_warnings_when_allowed() -> None:
     findings = schemas.check(rm("http://127.0.0.1:8080/p", sha256=SHA), allow_http_plugins=True)
     assert schemas.errors(findings) == []
     assert [f.field for f in schemas.warnings(findings)] == ["spec.plugins.metric[0].location"]
+
+
+def test_no_ascii_character_is_an_invisible_formatting_character():
+    # invisible_problem skips ASCII strings outright; that must lose nothing.
+    from schemas.plugins import _invisible
+
+    assert not [c for c in map(chr, range(128)) if _invisible(c)]
