@@ -163,8 +163,8 @@ class _Pass:
         if plan.create is not None:
             world.runs, world.blocked = self._create(plan.create, runs)
             plan = vf.plan(world)  # now with the run (or why there is none)
-        if plan.conflict is not None:
-            self._metric("conflicts", phase="Conflict")
+        if plan.conflict is not None and ctx.metrics is not None:
+            ctx.metrics.verifier_conflicts.labels(key.namespace, key.name).inc()
         for terminate in plan.terminate:
             self._terminate(terminate)
         for name, body in plan.freight:
@@ -246,13 +246,6 @@ class _Pass:
             log.info("terminated AnalysisRun", extra={**self.where, "run": terminate.run})
 
     # -- metrics -----------------------------------------------------------------
-    def _metric(self, kind: str, *, phase: str) -> None:
-        metrics = self.ctx.metrics
-        if metrics is None:
-            return
-        if kind == "conflicts":
-            metrics.verifier_conflicts.labels(self.key.namespace, self.key.name).inc()
-
     def _record_finished(self, finished: vf.Finished) -> None:
         entry = finished.entry
         log.info("verification finished", extra={**self.where, "phase": entry.get("phase"),

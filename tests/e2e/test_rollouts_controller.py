@@ -22,6 +22,7 @@ import controlplane
 import pytest
 import rollouts
 import yaml
+from prometheus_stub import PrometheusStub
 
 DEADLINE = 60.0
 TERMINAL = {"Successful", "Failed", "Error", "Inconclusive"}
@@ -32,43 +33,26 @@ QUERY = 'sum(rate(http_requests_total{job="checkout",code!~"5.."}[5m]))'
 
 
 class MetricServer:
-    """A loopback HTTP server that answers the web metric and Prometheus queries.
-
-    ``health`` is the JSON body of ``/health``; ``/api/v1/query`` answers a scalar
-    ``prometheus_value``. Every request is recorded, so a test can show the controller
-    (or its plugin) asked.
-    """
+    """A loopback HTTP server that answers the web metric: ``health`` is the JSON body of
+    ``/health``. Every request is recorded, so a test can show the controller asked."""
 
     def __init__(self) -> None:
         self.health: dict[str, Any] = {}
-        self.prometheus_value = "0"
-        self.requests: list[tuple[str, str, str]] = []
+        self.requests: list[tuple[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode() if length else ""
-                server.requests.append((self.command, self.path, body))
-                if self.path == "/health":
-                    payload: dict[str, Any] = server.health
-                elif self.path.startswith("/api/v1/query"):
-                    payload = {
-                        "status": "success",
-                        "data": {"resultType": "scalar",
-                                 "result": [time.time(), server.prometheus_value]},
-                    }
-                else:
+            def do_GET(self) -> None:
+                server.requests.append((self.command, self.path))
+                if self.path != "/health":
                     self.send_error(404)
                     return
-                data = json.dumps(payload).encode()
+                data = json.dumps(server.health).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-
-            do_GET = do_POST = _answer
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -188,13 +172,12 @@ def test_controller_executes_a_web_metric(
     assert result["name"] == "health"
     assert result["phase"] == phase
     assert result["measurements"][0]["value"] == str(healthy).lower()
-    assert ("GET", "/health", "") in metric_server.requests
+    assert ("GET", "/health") in metric_server.requests
 
 
 def test_controller_loads_the_sample_plugin_from_its_configmap(
     kubectl: Callable[..., Any],
     namespace: str,
-    metric_server: MetricServer,
     start_controller: Callable[..., controlplane.ManagedProcess],
     rollouts_binaries: rollouts.RolloutsBinaries,
     tmp_path: Path,
@@ -214,14 +197,14 @@ def test_controller_loads_the_sample_plugin_from_its_configmap(
     copied = tmp_path / "rollouts" / "plugin-bin" / "argoproj" / "sample-prometheus"
     assert copied.read_bytes() == rollouts_binaries.metrics_plugin_sample.read_bytes()
 
-    metric_server.prometheus_value = "0.99"
-    create(kubectl, analysis_run(namespace, "plugin", {
-        "name": "success-rate",
-        "successCondition": "result >= 0.95",
-        "provider": {"plugin": {SAMPLE_PLUGIN: {"address": metric_server.url, "query": QUERY}}},
-    }))
-
-    run = finished_run(kubectl, namespace, "plugin", proc)
+    with PrometheusStub("0.99") as prometheus:
+        create(kubectl, analysis_run(namespace, "plugin", {
+            "name": "success-rate",
+            "successCondition": "result >= 0.95",
+            "provider": {"plugin": {SAMPLE_PLUGIN: {"address": prometheus.url,
+                                                    "query": QUERY}}},
+        }))
+        run = finished_run(kubectl, namespace, "plugin", proc)
 
     assert run["status"]["phase"] == "Successful", run["status"]
     result = run["status"]["metricResults"][0]
@@ -229,5 +212,4 @@ def test_controller_loads_the_sample_plugin_from_its_configmap(
     # Asked of the plugin over RPC (GetMetadata) and stored by the controller.
     assert result["metadata"] == {"ResolvedPrometheusQuery": QUERY}
     # The plugin process, not the controller, asked our Prometheus for the query.
-    queries = [r for r in metric_server.requests if r[1].startswith("/api/v1/query")]
-    assert queries and any("checkout" in (path + body) for _, path, body in queries), queries
+    assert QUERY in prometheus.queries, prometheus.queries
