@@ -15,6 +15,10 @@ jsonschema's verdict: schema-valid, schema-invalid) for:
 Each candidate's verdicts are compared with jsonschema's on every object; timings are
 the median of 7 repetitions of 20 passes, in microseconds per object.
 
+Then the findings of the schema-invalid objects (``translate.schema_findings``), from
+jsonschema's errors and from jsonschema-rs's located errors (``compiled.SchemaValidator``,
+what rollgate uses), with the number of objects whose findings differ.
+
     .venv/bin/python bench/schema_candidates.py
 """
 
@@ -34,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from schemas import compiled  # noqa: E402
+from schemas.translate import schema_findings  # noqa: E402
 
 Verdict = Callable[[Any], bool]
 
@@ -99,6 +104,21 @@ def main() -> int:
                 verdict(o) is not False for o in invalid)
             print(f"{kind:<15} {name:<24} {per_object_us(verdict, valid):9.1f} "
                   f"{per_object_us(verdict, invalid):11.1f}  {differ}")
+    print(f"{'schema':<15} {'findings from':<24} {'invalid us':>11}  objects unlike jsonschema's")
+    for kind, validator in (("stage", compiled.STAGE_VALIDATOR),
+                            ("rolloutmanager", compiled.PLUGINS_VALIDATOR)):
+        invalid = [o for o in objects[kind] if not validator.jsonschema.is_valid(o)]
+        reference = [schema_findings(validator.jsonschema, o) for o in invalid]
+        sources: dict[str, Any] = {"jsonschema errors": validator.jsonschema,
+                                   "jsonschema-rs errors": validator}
+        for name, source in sources.items():
+            differ = sum(schema_findings(source, o) != expected
+                         for o, expected in zip(invalid, reference, strict=True))
+            def findings(obj: Any, source: Any = source) -> bool:
+                return bool(schema_findings(source, obj))
+
+            cost = per_object_us(findings, invalid)
+            print(f"{kind:<15} {name:<24} {cost:11.1f}  {differ}")
     return 0
 
 

@@ -6,16 +6,18 @@ happens exactly once per process. No ``format`` keywords are used: every string 
 format matters (names, URLs, digests, label keys) is checked by a rule in Python that
 can say what is wrong, which ``format`` failures cannot.
 
-Each schema is compiled twice (:class:`SchemaValidator`): jsonschema-rs decides, and
-jsonschema, whose error objects ``translate`` turns into messages, runs only when the
-object is invalid. Most objects an admission webhook sees are valid, and jsonschema's
-walk costs about a hundred times jsonschema-rs's (docs/benchmarks.md).
+Each schema is compiled twice (:class:`SchemaValidator`): jsonschema-rs decides and
+locates the errors, which ``translate`` turns into messages; jsonschema is the reference
+it is tested against and the fallback for what jsonschema-rs cannot take. jsonschema's
+walk costs about a hundred times jsonschema-rs's, on valid and invalid objects alike
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -59,16 +61,31 @@ def inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return target
 
 
-class SchemaValidator:
-    """One schema behind two validators: ``fast`` (jsonschema-rs) gives the verdict,
-    ``jsonschema`` gives the errors, and only for an object ``fast`` finds invalid.
+@dataclass(frozen=True, slots=True)
+class SchemaError:
+    """One jsonschema-rs error, carrying what ``translate`` reads from jsonschema's
+    ``ValidationError`` under the same names: the failing keyword (``validator``), its
+    value in the schema, the (sub)schema holding it, the failing value, and its path."""
 
-    Findings therefore stay exactly jsonschema's. That needs the two to agree on every
-    verdict; tests/unit/test_schemas_fastpath.py checks it on generated objects and every
-    pattern on every code point. What they are asked about is JSON as ``json.loads``
+    validator: str
+    validator_value: Any
+    schema: Mapping[str, Any]
+    instance: Any
+    absolute_path: tuple[str | int, ...]
+    message: str
+
+
+class SchemaValidator:
+    """One schema behind two validators: ``fast`` (jsonschema-rs) gives the verdict and
+    the errors, ``jsonschema`` stands in only for an object ``fast`` cannot take.
+
+    Findings must not depend on which of the two answered. That needs them to agree on
+    every verdict and on every error's keyword, place and values;
+    tests/unit/test_schemas_fastpath.py checks both on generated objects (and every
+    pattern on every code point). What they are asked about is JSON as ``json.loads``
     and the YAML loader give it: dicts with string keys, lists, strings, numbers,
     booleans and null. What jsonschema-rs cannot take (a lone surrogate, a non-string
-    key, a date) makes it raise, and then jsonschema decides as before. A tuple, which
+    key, a date) makes it raise, and then jsonschema answers as before. A tuple, which
     neither parser produces, would be an array to jsonschema-rs and not to jsonschema.
     """
 
@@ -87,11 +104,56 @@ class SchemaValidator:
         verdict = self._fast_verdict(instance)
         return self.jsonschema.is_valid(instance) if verdict is None else verdict
 
-    def iter_errors(self, instance: object) -> Iterator[ValidationError]:
-        """jsonschema's errors for ``instance``; none, without asking it, when valid."""
+    def iter_errors(self, instance: object) -> Iterator[SchemaError | ValidationError]:
+        """Every schema error in ``instance``: none, at the cost of one jsonschema-rs
+        pass, for a valid object."""
         if self._fast_verdict(instance):
             return iter(())
-        return self.jsonschema.iter_errors(instance)
+        try:
+            return iter([self._located(error, instance)
+                         for error in self.fast.iter_errors(instance)])
+        except Exception:  # jsonschema-rs refused the object, or named a place we lack
+            return self.jsonschema.iter_errors(instance)
+
+    def _located(self, error: Any, root: object) -> SchemaError:
+        """jsonschema-rs's error with its place checked and its value looked up.
+
+        The schema path ends in the failing keyword; the steps before it name the
+        subschema (in the inlined schema fast was compiled from) and, one by one, the
+        steps into the instance. jsonschema-rs's instance path is not always exact (it
+        drops an empty key and turns a key like "0" into an index), so each of its parts
+        is checked against the step it must match; a mismatch raises, and jsonschema
+        answers for the whole object. The value comes from the caller's object, so it is
+        the very object jsonschema would name (an int stays an int).
+        """
+        *where, keyword = error.schema_path
+        path = tuple(error.instance_path)
+        schema: Any = self.schema
+        value: Any = root
+        steps = iter(where)
+        depth = 0
+        for step in steps:
+            if step == "properties":
+                name = next(steps)
+                schema = schema["properties"][name]
+            elif step in ("items", "additionalProperties"):
+                schema = schema[step]
+                name = None
+            else:  # an applicator rollgate's schemas do not use
+                raise LookupError(f"unexpected schema step {step!r}")
+            part = path[depth]
+            if step == "items":
+                if not isinstance(value, list) or type(part) is not int:
+                    raise LookupError(f"{part!r} is not an index into a list")
+            elif not isinstance(value, dict) or type(part) is not str or (
+                    name is not None and part != name):
+                raise LookupError(f"{part!r} is not the key schema step {step!r} names")
+            value = value[part]
+            depth += 1
+        if depth != len(path):
+            raise LookupError(f"instance path {path!r} is longer than its schema path")
+        return SchemaError(validator=keyword, validator_value=schema[keyword], schema=schema,
+                           instance=value, absolute_path=path, message=error.message)
 
 
 def _compile(name: str) -> SchemaValidator:

@@ -159,8 +159,13 @@ def location_problem(location: str, *, allow_http: bool) -> str | None:
 
 
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    address = host.split("%", 1)[0]  # an IPv6 zone id is not the address
+    if ":" not in address and not _NUMERIC_HOST.fullmatch(address):
+        # Neither IPv6 (which has a colon) nor any IPv4 form: a DNS name, decided
+        # without the two exceptions ip_address raises for one.
+        return None
     try:
-        ip = ipaddress.ip_address(host.split("%", 1)[0])  # an IPv6 zone id is not the address
+        ip = ipaddress.ip_address(address)
     except ValueError:
         if not _NUMERIC_HOST.fullmatch(host) or not any(c.isdigit() for c in host):
             return None
@@ -182,34 +187,28 @@ def host_concern(hostname: str) -> str | None:
     address is that pod itself, a link-local one the node's (or the cloud metadata
     service), and a cluster-internal name whatever Service holds it in this cluster.
     """
-    host = hostname.lower().rstrip(".")
-    shown = short(hostname)
+    concern = _host_concern(hostname.lower().rstrip("."))
+    # Quoted only for a warning: most hosts are plain public names.
+    return None if concern is None else f"host {short(hostname)} {concern}"
+
+
+def _host_concern(host: str) -> str | None:
     ip = _ip(host)
     if ip is not None:
         if ip.is_loopback or ip.is_unspecified:
-            return (
-                f"host {shown} is a loopback address: Argo Rollouts downloads from inside its "
-                "own pod, where no plugin server runs"
-            )
+            return ("is a loopback address: Argo Rollouts downloads from inside its own pod, "
+                    "where no plugin server runs")
         if ip.is_link_local:
-            return (
-                f"host {shown} is a link-local address (169.254.169.254 is the cloud metadata "
-                "service): not a plugin server"
-            )
-        return (
-            f"host {shown} is an IP address: whoever holds that address serves the binary; "
-            "use a DNS name, and pin the binary with sha256"
-        )
+            return ("is a link-local address (169.254.169.254 is the cloud metadata service): "
+                    "not a plugin server")
+        return ("is an IP address: whoever holds that address serves the binary; use a DNS "
+                "name, and pin the binary with sha256")
     if host == "localhost" or host.endswith(".localhost"):
-        return (
-            f"host {shown} is a loopback name: Argo Rollouts downloads from inside its own pod, "
-            "where no plugin server runs"
-        )
+        return ("is a loopback name: Argo Rollouts downloads from inside its own pod, where no "
+                "plugin server runs")
     if host.endswith(CLUSTER_SUFFIXES) or "." not in host:
-        return (
-            f"host {shown} is a cluster-internal name: it resolves to whatever holds that "
-            "name in the cluster Argo Rollouts runs in; pin the binary with sha256"
-        )
+        return ("is a cluster-internal name: it resolves to whatever holds that name in the "
+                "cluster Argo Rollouts runs in; pin the binary with sha256")
     return None
 
 

@@ -16,9 +16,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, cast
 
-from jsonschema import ValidationError
-
-from schemas.findings import Finding, Key, Path, PathPart
+from schemas.findings import Finding, Key, Path, PathPart, sort_findings
 
 # Lower wins when two keywords fail on the same field: the type is the root cause, and a
 # length complaint is more useful than a pattern complaint about the same string.
@@ -105,6 +103,24 @@ def keyify(path: Iterable[Any]) -> Path:
     return tuple(out)
 
 
+class SchemaError(Protocol):
+    """What is read from one schema error: jsonschema's ``ValidationError`` and
+    ``compiled.SchemaError`` (jsonschema-rs's, located) both have it."""
+
+    @property
+    def validator(self) -> Any: ...  # the failing keyword
+    @property
+    def validator_value(self) -> Any: ...
+    @property
+    def schema(self) -> Any: ...  # the (sub)schema holding the keyword
+    @property
+    def instance(self) -> Any: ...
+    @property
+    def absolute_path(self) -> Iterable[Any]: ...
+    @property
+    def message(self) -> str: ...
+
+
 def _messages(schema: Mapping[str, Any]) -> Mapping[str, str]:
     found = schema.get("x-messages")
     return found if isinstance(found, Mapping) else {}
@@ -144,7 +160,7 @@ def quote_hint(value: object, written: str | None = None) -> str | None:
     return f'must be a string; YAML reads {literal} as {kind}, so quote it: "{literal}"'
 
 
-def _type_message(error: ValidationError) -> str:
+def _type_message(error: SchemaError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     messages = _messages(schema)
     if error.instance is None and messages.get("required"):
@@ -181,7 +197,7 @@ def did_you_mean(unknown: str, known: Iterable[str], aliases: Mapping[str, str])
     return lowered[close[0]] if close else None
 
 
-def _unknown_fields(error: ValidationError) -> list[tuple[str, str, str | None]]:
+def _unknown_fields(error: SchemaError) -> list[tuple[str, str, str | None]]:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     known = list(schema.get("properties", {}))
     aliases = schema.get("x-did-you-mean", {})
@@ -206,7 +222,7 @@ def _unknown_fields(error: ValidationError) -> list[tuple[str, str, str | None]]
     return out
 
 
-def _keyword_message(error: ValidationError) -> str:
+def _keyword_message(error: SchemaError) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     keyword = str(error.validator)
     configured = _messages(schema).get(keyword)
@@ -233,11 +249,12 @@ class ErrorSource(Protocol):
     """What ``schema_findings`` asks a validator (``compiled.SchemaValidator`` or
     jsonschema's own)."""
 
-    def iter_errors(self, instance: object) -> Iterator[ValidationError]: ...
+    def iter_errors(self, instance: object) -> Iterator[SchemaError]: ...
 
 
 def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
-    """Every schema error in ``instance`` as findings, at most one per field path."""
+    """Every schema error in ``instance`` as findings, at most one per field path, in
+    field-path order: the libraries report errors in different orders."""
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
     # did-you-mean names a missing required field, only the unknown field (with its
@@ -273,4 +290,4 @@ def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
     for path in missing:
         if path in meant and chosen[path][0] == 1:
             del chosen[path]  # rank 1 here can only be the ``required`` finding itself
-    return [finding for _, finding in chosen.values()]
+    return sort_findings(finding for _, finding in chosen.values())

@@ -7,11 +7,14 @@ the case) and every invisible character class, not only the samples the corpus s
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import schemas
 from schemas.plugins import MAX_LOCATION
@@ -108,3 +111,37 @@ def test_no_ascii_character_is_an_invisible_formatting_character():
     from schemas.plugins import _invisible
 
     assert not [c for c in map(chr, range(128)) if _invisible(c)]
+
+
+def _ip_by_parsing_only(host: str) -> object:
+    """What schemas.plugins._ip answered before it skipped names that cannot be IPs."""
+    import ipaddress
+    import socket
+
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        if not re.fullmatch(r"[0-9a-fx.]+", host) or not any(c.isdigit() for c in host):
+            return None
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+HOST_CHARACTERS = "0123456789abcdefx.:%gz-"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(HOST_CHARACTERS, max_size=24)
+       | st.ip_addresses().map(str)
+       | st.sampled_from(["127.1", "0x7f000001", "2130706433", "::ffff:127.0.0.1",
+                          "fe80::1%eth0", "1.2.3.4%25x", "github.com", "a.svc", "localhost"]))
+def test_the_ip_short_cut_answers_as_parsing_does(host: str) -> None:
+    # _ip only sees lower-cased host names (host_concern lowers them first).
+    from schemas.plugins import _ip
+
+    assert _ip(host) == _ip_by_parsing_only(host)

@@ -1,11 +1,13 @@
-"""The fast valid path: jsonschema-rs decides, jsonschema words the errors.
+"""The fast path: jsonschema-rs decides and locates the errors, jsonschema is the
+reference.
 
-Messages stay jsonschema's only if the two always agree on valid/invalid. These tests
-compare the two verdicts on generated Stages and RolloutManagers shaped like the stanzas
-(near-valid values next to wrong types, unknown fields, unicode, huge numbers and deep
-nesting), every schema pattern on every character that could matter, and check that
-valid objects really skip jsonschema and that what jsonschema-rs cannot take still gets
-jsonschema's findings.
+Findings stay what jsonschema's errors made of them only if the two always agree: on
+valid/invalid, and on every error's keyword and place. These tests compare verdicts,
+errors and the findings made of them on generated Stages and RolloutManagers shaped like
+the stanzas (near-valid values next to wrong types, unknown fields, unicode, huge numbers
+and deep nesting) and on every single-fault neighbour of valid objects, every schema
+pattern on every character that could matter, and check that JSON never reaches
+jsonschema and that what jsonschema-rs cannot take still gets jsonschema's findings.
 """
 
 from __future__ import annotations
@@ -214,7 +216,15 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def assert_same_verdict(validator: SchemaValidator, obj: Any) -> None:
+def _errors(errors: Iterator[Any]) -> list[tuple[str, str, str]]:
+    """Each error as (keyword, instance path, keyword's value): what findings are made
+    of, comparable across the two libraries (the list in the order of its keys)."""
+    return sorted((str(e.validator), repr(list(e.absolute_path)), repr(e.validator_value))
+                  for e in errors)
+
+
+def assert_same_answer(validator: SchemaValidator, obj: Any) -> None:
+    """Same verdict, same errors, same findings, whichever validator answers."""
     expected = validator.jsonschema.is_valid(obj)
     try:
         fast = validator.fast.is_valid(obj)
@@ -225,6 +235,11 @@ def assert_same_verdict(validator: SchemaValidator, obj: Any) -> None:
         assert fast is expected
     assert validator.is_valid(obj) is expected
     assert (next(validator.iter_errors(obj), None) is None) is expected
+    if not expected:
+        assert (_errors(validator.iter_errors(obj))
+                == _errors(validator.jsonschema.iter_errors(obj)))
+        assert (schema_findings(validator, obj)
+                == schema_findings(validator.jsonschema, obj))
 
 
 SETTINGS = settings(max_examples=400, deadline=None,
@@ -234,13 +249,13 @@ SETTINGS = settings(max_examples=400, deadline=None,
 @SETTINGS
 @given(STAGES)
 def test_stage_verdicts_agree(stage: Any) -> None:
-    assert_same_verdict(STAGE_VALIDATOR, stage)
+    assert_same_answer(STAGE_VALIDATOR, stage)
 
 
 @SETTINGS
 @given(ROLLOUT_MANAGERS)
 def test_rollout_manager_verdicts_agree(rm: Any) -> None:
-    assert_same_verdict(PLUGINS_VALIDATOR, rm)
+    assert_same_answer(PLUGINS_VALIDATOR, rm)
 
 
 @pytest.mark.parametrize(("strategy", "validator"), [(STAGES, STAGE_VALIDATOR),
@@ -352,12 +367,15 @@ def single_faults(obj: Any) -> Iterator[Any]:
 
 @pytest.mark.parametrize(("validator", "obj"), [(v, o) for _, v, o in VALID_OBJECTS],
                          ids=[name for name, _, _ in VALID_OBJECTS])
-def test_every_single_fault_gets_the_same_verdict(validator: SchemaValidator, obj: Any) -> None:
+def test_every_single_fault_gets_the_same_answer(validator: SchemaValidator, obj: Any) -> None:
     assert validator.jsonschema.is_valid(obj) and validator.fast.is_valid(obj)
     verdicts = []
     for neighbour in single_faults(obj):
         expected = validator.jsonschema.is_valid(neighbour)
         assert validator.fast.is_valid(neighbour) is expected, neighbour
+        if not expected:
+            assert (schema_findings(validator, neighbour)
+                    == schema_findings(validator.jsonschema, neighbour)), neighbour
         verdicts.append(expected)
     # Most faults are errors; some are not (a label value is any string): both occur.
     assert verdicts.count(False) > 200 and verdicts.count(True) > 20
@@ -439,16 +457,15 @@ VALID_STAGE = {
 }
 
 
-def test_valid_objects_skip_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_json_never_reaches_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
     counting = CountingValidator(STAGE_VALIDATOR.jsonschema)
     monkeypatch.setattr(STAGE_VALIDATOR, "jsonschema", counting)
     assert schemas.check(VALID_STAGE) == []
-    assert counting.walks == 0
 
     invalid = json.loads(json.dumps(VALID_STAGE))
     invalid["spec"]["verification"]["args"][0]["value"] = 8080
     [finding] = schemas.check(invalid)
-    assert counting.walks == 1
+    assert counting.walks == 0
     assert finding.field == "spec.verification.args[0].value"
     assert 'quote it: "8080"' in finding.message
 
@@ -476,3 +493,17 @@ def test_values_json_cannot_hold_are_decided_by_jsonschema(labels: dict[Any, Any
     assert (schema_findings(STAGE_VALIDATOR, stage)
             == schema_findings(STAGE_VALIDATOR.jsonschema, stage))
     assert STAGE_VALIDATOR.is_valid(stage) is STAGE_VALIDATOR.jsonschema.is_valid(stage)
+
+
+@pytest.mark.parametrize("key", ["", "0", "00", "-1", "a/b", "~0", "~1", " ", "é"])
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_map_keys_jsonschema_rs_misplaces_get_the_same_findings(key: str, where: str) -> None:
+    """jsonschema-rs drops an empty key from an instance path and turns "0" into an
+    index: such an error cannot be placed, and jsonschema answers for the object."""
+    stage = json.loads(json.dumps(VALID_STAGE))
+    stage["spec"]["verification"]["analysisRunMetadata"][where] = {key: 1, "ok": 2}
+    findings = schema_findings(STAGE_VALIDATOR, stage)
+    assert findings == schema_findings(STAGE_VALIDATOR.jsonschema, stage)
+    assert {f.field for f in findings} == {
+        f"spec.verification.analysisRunMetadata.{where}[{key}]",
+        f"spec.verification.analysisRunMetadata.{where}[ok]"}
