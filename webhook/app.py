@@ -48,13 +48,13 @@ def _json(body: dict[str, Any]) -> Response:
     return Response(data, status=200, mimetype=_JSON)
 
 
-def _parse_body() -> Any:
+def _parse_body(limit: int) -> Any:
     """The JSON body; raises BadReview for anything that is not JSON. Reading the body
-    enforces MAX_CONTENT_LENGTH (413) even without a Content-Length header."""
+    enforces ``limit`` (the app's MAX_CONTENT_LENGTH: 413) even without a Content-Length
+    header."""
     try:
         raw = request.get_data(cache=False)
-        limit = request.max_content_length
-        if limit is not None and len(raw) >= limit and request.content_length is None:
+        if len(raw) >= limit and request.content_length is None:
             # A chunked body is cut at the limit rather than refused; one more read tells
             # "exactly at the limit" (b"") from "over it" (werkzeug raises 413).
             request.stream.read(1)
@@ -87,7 +87,7 @@ def create_app(config: WebhookConfig | None = None) -> Flask:
         result = "bad_request"
         try:
             try:
-                body = _parse_body()
+                body = _parse_body(config.max_body_bytes)
             except admission.BadReview as exc:
                 return _plain(400, str(exc))
             try:

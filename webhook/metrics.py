@@ -9,6 +9,7 @@ whole server. Without it (tests, in-process use) the ordinary registry is used.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from prometheus_client import (
@@ -45,9 +46,17 @@ LOOKUPS = Counter(
 )
 
 
+@functools.cache
+def _series(endpoint: str, result: str) -> tuple[Counter, Histogram]:
+    # labels() takes a lock and builds a key on every call; the endpoints are the app's
+    # routes and the results a fixed set, so there are a few dozen pairs at most.
+    return REQUESTS.labels(endpoint, result), LATENCY.labels(endpoint, result)
+
+
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
-    REQUESTS.labels(endpoint, result).inc()
-    LATENCY.labels(endpoint, result).observe(seconds)
+    requests, latency = _series(endpoint, result)
+    requests.inc()
+    latency.observe(seconds)
 
 
 def exposition() -> tuple[bytes, str]:
