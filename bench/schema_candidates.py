@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from schemas import compiled  # noqa: E402
+from schemas.findings import sort_findings  # noqa: E402
 from schemas.translate import schema_findings  # noqa: E402
 
 Verdict = Callable[[Any], bool]
@@ -108,11 +109,11 @@ def main() -> int:
     for kind, validator in (("stage", compiled.STAGE_VALIDATOR),
                             ("rolloutmanager", compiled.PLUGINS_VALIDATOR)):
         invalid = [o for o in objects[kind] if not validator.jsonschema.is_valid(o)]
-        reference = [schema_findings(validator.jsonschema, o) for o in invalid]
+        reference = [sort_findings(schema_findings(validator.jsonschema, o)) for o in invalid]
         sources: dict[str, Any] = {"jsonschema errors": validator.jsonschema,
                                    "jsonschema-rs errors": validator}
         for name, source in sources.items():
-            differ = sum(schema_findings(source, o) != expected
+            differ = sum(sort_findings(schema_findings(source, o)) != expected
                          for o, expected in zip(invalid, reference, strict=True))
             def findings(obj: Any, source: Any = source) -> bool:
                 return bool(schema_findings(source, obj))

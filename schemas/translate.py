@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol, cast
 
-from schemas.findings import Finding, Key, Path, PathPart, sort_findings
+from schemas.findings import Finding, Key, Path, PathPart
 
 # Lower wins when two keywords fail on the same field: the type is the root cause, and a
 # length complaint is more useful than a pattern complaint about the same string.
@@ -253,8 +253,9 @@ class ErrorSource(Protocol):
 
 
 def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
-    """Every schema error in ``instance`` as findings, at most one per field path, in
-    field-path order: the libraries report errors in different orders."""
+    """Every schema error in ``instance`` as findings, at most one per field path, in no
+    particular order (the two libraries report errors in different orders; callers sort
+    the findings of all checks together)."""
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
     # did-you-mean names a missing required field, only the unknown field (with its
@@ -290,4 +291,4 @@ def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
     for path in missing:
         if path in meant and chosen[path][0] == 1:
             del chosen[path]  # rank 1 here can only be the ``required`` finding itself
-    return sort_findings(finding for _, finding in chosen.values())
+    return [finding for _, finding in chosen.values()]
