@@ -103,7 +103,7 @@ def keyify(path: Iterable[Any]) -> Path:
     return tuple(out)
 
 
-class SchemaError(Protocol):
+class ErrorLike(Protocol):
     """What is read from one schema error: jsonschema's ``ValidationError`` and
     ``compiled.SchemaError`` (jsonschema-rs's, located) both have it."""
 
@@ -160,7 +160,7 @@ def quote_hint(value: object, written: str | None = None) -> str | None:
     return f'must be a string; YAML reads {literal} as {kind}, so quote it: "{literal}"'
 
 
-def _type_message(error: SchemaError) -> str:
+def _type_message(error: ErrorLike) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     messages = _messages(schema)
     if error.instance is None and messages.get("required"):
@@ -197,7 +197,7 @@ def did_you_mean(unknown: str, known: Iterable[str], aliases: Mapping[str, str])
     return lowered[close[0]] if close else None
 
 
-def _unknown_fields(error: SchemaError) -> list[tuple[str, str, str | None]]:
+def _unknown_fields(error: ErrorLike) -> list[tuple[str, str, str | None]]:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     known = list(schema.get("properties", {}))
     aliases = schema.get("x-did-you-mean", {})
@@ -222,7 +222,7 @@ def _unknown_fields(error: SchemaError) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def _keyword_message(error: SchemaError) -> str:
+def _keyword_message(error: ErrorLike) -> str:
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     keyword = str(error.validator)
     configured = _messages(schema).get(keyword)
@@ -249,7 +249,7 @@ class ErrorSource(Protocol):
     """What ``schema_findings`` asks a validator (``compiled.SchemaValidator`` or
     jsonschema's own)."""
 
-    def iter_errors(self, instance: object) -> Iterator[SchemaError]: ...
+    def iter_errors(self, instance: object) -> Iterator[ErrorLike]: ...
 
 
 def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
