@@ -20,9 +20,11 @@ which ignores ``as:`` (so the webhook and reconciler would silently run as admin
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -35,10 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import upstream
 import versions
 import yaml
 from k8spki import CA, serviceaccount_signing_key, write_kubeconfig
-from k8sprocess import ManagedProcess, free_port, http_ok, install_signal_handlers
+from k8sprocess import (
+    ManagedProcess,
+    free_port,
+    http_ok,
+    install_signal_handlers,
+    log_offset,
+    logged,
+)
 from k8sprocess import ProcessError as ControlPlaneError
 
 __all__ = [
@@ -464,20 +474,27 @@ class ControlPlane:
     # ------------------------------------------------------------------ installs
 
     def crd_objects(self) -> list[dict[str, Any]]:
-        """The CRDs this plane installs: ours from ``manifests/crds``, each replaced by
-        the CRD of the same name found in ``$ROLLGATE_CRDS_DIR`` (see ``crds_from_dir``),
-        plus any other CRD found there."""
-        ours = self.kustomize(self.repo_root / "manifests" / "crds")
+        """The CRDs this plane installs: ours from ``manifests/crds``; each replaced by the
+        CRD of the same name from the upstream source trees that are there (Kargo's nine,
+        argo-rollouts-manager's RolloutManager), because the real controllers may run on
+        this plane and must meet their own CRDs; and over both, the CRDs found in
+        ``$ROLLGATE_CRDS_DIR`` (see ``crds_from_dir``), plus any other CRD found there."""
+        crds = {c["metadata"]["name"]: c
+                for c in self.kustomize(self.repo_root / "manifests" / "crds")}
+        trees = upstream.tree_crds()
+        if trees:
+            self._say("CRDs from the upstream trees: "
+                      + ", ".join(sorted(c["metadata"]["name"] for c in trees)))
+        crds.update({c["metadata"]["name"]: c for c in trees})
         directory = os.environ.get("ROLLGATE_CRDS_DIR")
-        if not directory:
-            return ours
-        theirs = crds_from_dir(Path(directory))
-        if not theirs:
-            raise ControlPlaneError(f"ROLLGATE_CRDS_DIR={directory} holds no CRD")
-        by_name = {c["metadata"]["name"]: c for c in theirs}
-        self._say("CRDs from ROLLGATE_CRDS_DIR: " + ", ".join(sorted(by_name)))
-        kept = [c for c in ours if c["metadata"]["name"] not in by_name]
-        return [*kept, *by_name.values()]
+        if directory:
+            theirs = crds_from_dir(Path(directory))
+            if not theirs:
+                raise ControlPlaneError(f"ROLLGATE_CRDS_DIR={directory} holds no CRD")
+            self._say("CRDs from ROLLGATE_CRDS_DIR: "
+                      + ", ".join(sorted(c["metadata"]["name"] for c in theirs)))
+            crds.update({c["metadata"]["name"]: c for c in theirs})
+        return list(crds.values())
 
     def _install_crds(self) -> None:
         started = time.monotonic()
@@ -730,6 +747,135 @@ class ControlPlane:
             namespace=namespace, config_namespace=config_ns, name=name,
         )
         self._procs.append(proc)
+        proc.wait_ready(60)
+        self._timed(name, started)
+        return proc
+
+    # ------------------------------------------------------------------ kargo
+
+    def project_namespace(self, name: str) -> str:
+        """Create namespace ``name`` as a Kargo Project's (the label Kargo's validators
+        require)."""
+        self.apply_objects([{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": name, "labels": {upstream.PROJECT_LABEL: "true"}}}])
+        return name
+
+    def start_kargo_controller(
+        self,
+        *,
+        name: str = "kargo-controller",
+        shard: str = "",
+        default_controller: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> ManagedProcess:
+        """Start the real Kargo controller (``kargo controller``: Stages, Promotions,
+        Warehouses; Argo Rollouts integration on, Argo CD's off) with the admin
+        kubeconfig, and wait until its Stage controller runs its workers.
+
+        ``shard`` / ``default_controller``: its ``SHARD_NAME`` / ``IS_DEFAULT_CONTROLLER``.
+        """
+        started = time.monotonic()
+        binary = upstream.kargo_binary()
+        self.kubectl("create", "namespace", upstream.KARGO_NAMESPACE, check=False)
+        log_path = self.logs_dir / f"{name}.log"
+        proc = self._spawn(
+            name, [str(binary), "controller"],
+            env=upstream.kargo_controller_env(
+                self._python_env(), self.kubeconfig, shard=shard,
+                default_controller=default_controller, extra=env),
+            cwd=self.work_dir,
+            ready_check=logged(log_path, log_offset(log_path), upstream.KARGO_READY_LINE),
+        )
+        proc.wait_ready(90)
+        self._timed(name, started)
+        return proc
+
+    def start_kargo_webhooks(self, *, name: str = "kargo-webhooks") -> ManagedProcess:
+        """Start Kargo's own admission webhooks (``kargo kubernetes-webhooks-server``) and
+        register them by URL with a caBundle, for the Project namespaces only (see
+        ``upstream.kargo_webhook_configurations``); returns once they mutate Stages."""
+        started = time.monotonic()
+        binary = upstream.kargo_binary()
+        tmpdir = self.work_dir / name
+        certs_dir = upstream.serving_cert_dir(tmpdir)
+        certs_dir.mkdir(parents=True, exist_ok=True)
+        cert, key = self._ca.issue(common_name=name, sans=["127.0.0.1", "localhost"],
+                                   server=True)
+        (certs_dir / "tls.crt").write_bytes(cert)
+        (certs_dir / "tls.key").write_bytes(key)
+        port = free_port()
+        log_path = self.logs_dir / f"{name}.log"
+        self.kubectl("create", "namespace", upstream.KARGO_NAMESPACE, check=False)
+        proc = self._spawn(
+            name, [str(binary), "kubernetes-webhooks-server"],
+            env=upstream.kargo_webhooks_env(self._python_env(), self.kubeconfig, port=port,
+                                            tmpdir=tmpdir),
+            cwd=self.work_dir,
+            ready_check=logged(log_path, log_offset(log_path),
+                               re.compile(rb"Serving webhook server")),
+        )
+        proc.wait_ready(60)
+        self.apply_objects(upstream.kargo_webhook_configurations(
+            url=f"https://127.0.0.1:{port}", ca_bundle=base64.b64encode(self._ca_pem).decode()))
+        self._wait_kargo_webhooks()
+        self._timed(name, started)
+        return proc
+
+    def _wait_kargo_webhooks(self, timeout: float = 30) -> None:
+        """Until a server-side dry run shows Kargo's Stage defaulter at work: it sets
+        the shard label from ``spec.shard``."""
+        probe_ns = self.project_namespace("kargo-webhook-probe")
+        probe = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+                 "metadata": {"name": "probe", "namespace": probe_ns},
+                 "spec": {"shard": "probe", "requestedFreight": [
+                     {"origin": {"kind": "Warehouse", "name": "probe"},
+                      "sources": {"direct": True}}]}}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                               input=json.dumps(probe), check=False)
+            if out.returncode == 0 and upstream.SHARD_LABEL in out.stdout:
+                return
+            time.sleep(0.3)
+        raise ControlPlaneError(f"Kargo's webhooks not active after {timeout:.0f}s: "
+                                f"{out.stderr.strip()}")
+
+    def stop_kargo_webhooks(self, proc: ManagedProcess) -> None:
+        """Unregister Kargo's webhooks (they fail closed) and stop their server."""
+        self.kubectl("delete", "--ignore-not-found", "mutatingwebhookconfiguration/kargo",
+                     "validatingwebhookconfiguration/kargo")
+        self._forget(proc)
+
+    # ------------------------------------------------------------------ argo-rollouts-manager
+
+    def start_rollouts_manager(
+        self, *, name: str = "argo-rollouts-manager", openshift_plugin: str | None = None,
+        namespace_scoped: bool = True,
+    ) -> ManagedProcess:
+        """Start the real argo-rollouts-manager with the admin kubeconfig and wait until
+        its RolloutManager controller runs its workers.
+
+        ``openshift_plugin``: the location it renders for the ``argoproj-labs/openshift``
+        plugin it always adds; by default a local binary (the sample metric plugin), so
+        that a real Rollouts controller reading what it rendered can load every plugin.
+        """
+        import rollouts
+
+        started = time.monotonic()
+        binary = upstream.rollouts_manager_binary()
+        location = openshift_plugin or (
+            "file://" + str(rollouts.find_binaries().metrics_plugin_sample))
+        log_path = self.logs_dir / f"{name}.log"
+        proc = self._spawn(
+            name, [str(binary), "--metrics-bind-address=0",
+                   f"--health-probe-bind-address=127.0.0.1:{free_port()}"],
+            env=upstream.rollouts_manager_env(self._python_env(), self.kubeconfig,
+                                              openshift_plugin=location,
+                                              namespace_scoped=namespace_scoped),
+            cwd=self.work_dir,
+            ready_check=logged(log_path, log_offset(log_path),
+                               re.compile(rb"Starting workers.*RolloutManager")),
+        )
         proc.wait_ready(60)
         self._timed(name, started)
         return proc

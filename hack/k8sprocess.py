@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import ssl
@@ -205,3 +206,24 @@ def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
             return bool(resp.status == 200)
     except (OSError, urllib.error.URLError, ssl.SSLError):
         return False
+
+
+def log_offset(log_path: Path) -> int:
+    """Where the next run of a process starts writing its log (logs are appended to
+    across restarts, so readiness must look only past this point)."""
+    return log_path.stat().st_size if log_path.exists() else 0
+
+
+def logged(log_path: Path, offset: int, pattern: re.Pattern[bytes]) -> Callable[[], bool]:
+    """A readiness check: true once the log, from ``offset``, has a line matching
+    ``pattern`` (for controllers whose only sign of acting is a log line)."""
+
+    def check() -> bool:
+        try:
+            with open(log_path, "rb") as log:
+                log.seek(offset)
+                return any(pattern.search(line) for line in log)
+        except OSError:
+            return False
+
+    return check

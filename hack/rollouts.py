@@ -26,19 +26,20 @@ controller/controller.go) the command relies on:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import versions
-from k8sprocess import ManagedProcess, ProcessError, free_port, http_ok
+from k8sprocess import ManagedProcess, ProcessError, free_port, http_ok, log_offset, logged
 
 CONTROLLER = "rollouts-controller"
 METRICS_PLUGIN_SAMPLE = "metrics-plugin-sample"
 CONFIGMAP = "argo-rollouts-config"
 # Logged by Manager.startLeading once the informer caches synced and the analysis
 # workers run: the first moment an AnalysisRun is acted on.
-READY_LOG_LINE = b'msg="Started controller"'
+READY_LOG_LINE = re.compile(rb'msg="Started controller"')
 
 
 class RolloutsBinariesMissing(ProcessError):
@@ -133,14 +134,10 @@ def _ready_check(log_path: Path, offset: int, healthz_url: str) -> Callable[[], 
     """Ready once this run's log (from ``offset``: the file is appended to across runs)
     says the controller started and healthz answers."""
 
+    started = logged(log_path, offset, READY_LOG_LINE)
+
     def check() -> bool:
-        try:
-            with open(log_path, "rb") as log:
-                log.seek(offset)
-                started = READY_LOG_LINE in log.read()
-        except OSError:
-            return False
-        return started and http_ok(healthz_url)
+        return started() and http_ok(healthz_url)
 
     return check
 
@@ -174,7 +171,7 @@ def start_controller(
         config_namespace=config_namespace,
         base_env=base_env,
     )
-    offset = log_path.stat().st_size if log_path.exists() else 0
+    offset = log_offset(log_path)
     return ManagedProcess(
         name,
         command.argv,

@@ -5,12 +5,24 @@
 # modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
 # module proxy. Versions come from hack/versions.env.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts]      (default: all)
+# The real Kargo (`kargo`, from cmd/controlplane) and the real argo-rollouts-manager
+# (`argo-rollouts-manager`, from ./cmd) are built from source trees at the pinned tags,
+# because their modules are not served by the module proxy (every dependency is):
+#   ROLLGATE_KARGO_SRC             default ../shared/upstream/kargo-<KARGO_VERSION>
+#   ROLLGATE_ROLLOUTS_MANAGER_SRC  default ../shared/upstream/argo-rollouts-manager-<version>
+# (relative to the repository). The trees are only read: the build writes into the
+# cache, never into the tree. A missing tree is reported in one line (what to clone)
+# and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
+#
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
-# Binaries already there are reused when they run and report the pinned version.
+#   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
+#   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
+# Binaries already there are reused when they run and report the pinned version (for
+# the two built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
@@ -23,6 +35,11 @@ hack="$(dirname "${here}")"
 source "${hack}/versions.env"
 version="${KUBERNETES_VERSION}"
 rollouts_version="${ARGO_ROLLOUTS_VERSION}"
+kargo_version="${KARGO_VERSION}"
+manager_version="${ARGO_ROLLOUTS_MANAGER_VERSION}"
+repo="$(dirname "${hack}")"
+kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
+manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
 # The etcd release is the one etcd/go.mod requires (one line, or inside a block).
 required() {
     awk -v m="$2" '{sub(/^require[ \t]+/, "")} $1 == m {print $2}' "$1"
@@ -31,24 +48,71 @@ etcd_version="$(required "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
 cache="${ROLLGATE_K8S_CACHE:-${HOME}/.cache/rollgate/k8s}"
 out="${cache}/${version}"
 rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
+kargo_out="${cache}/kargo-${kargo_version}"
+manager_out="${cache}/argo-rollouts-manager-${manager_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 
+log() { printf '[k8s] %s\n' "$*" >&2; }
+
+# One line that says which variable names the tree and how a user gets it.
+tree_missing() {
+    local var="$1" dir="$2" tag="$3" project="$4"
+    log "${var}=${dir}: no such source tree; get it with \`git clone --depth 1 --branch ${tag} https://github.com/${project} DIR\` and set ${var}=DIR"
+}
+
+# The upstream binaries whose source tree is there; `all` skips (and names) a missing
+# one, an explicit target fails on it.
+upstream_binaries() {
+    local strict="$1" kind
+    upstream=()
+    for kind in "${@:2}"; do
+        case "${kind}" in
+            kargo)
+                if [[ -f "${kargo_src}/go.mod" ]]; then upstream+=(kargo)
+                else tree_missing ROLLGATE_KARGO_SRC "${kargo_src}" "${kargo_version}" akuity/kargo
+                     [[ "${strict}" == strict ]] && exit 1; fi ;;
+            rollouts-manager)
+                if [[ -f "${manager_src}/go.mod" ]]; then upstream+=(argo-rollouts-manager)
+                else tree_missing ROLLGATE_ROLLOUTS_MANAGER_SRC "${manager_src}" \
+                         "${manager_version}" argoproj-labs/argo-rollouts-manager
+                     [[ "${strict}" == strict ]] && exit 1; fi ;;
+        esac
+    done
+}
+
 what="${1:-all}"
+upstream=()
 case "${what}" in
-    all) binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}") ;;
+    all) upstream_binaries lenient kargo rollouts-manager
+         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts]\n' "$0" >&2; exit 2 ;;
+    kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
+    *) printf 'usage: %s [all|k8s|rollouts|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
-
-log() { printf '[k8s] %s\n' "$*" >&2; }
 
 dest_dir() {
     case "$1" in
         rollouts-controller | metrics-plugin-sample) printf '%s' "${rollouts_out}" ;;
+        kargo) printf '%s' "${kargo_out}" ;;
+        argo-rollouts-manager) printf '%s' "${manager_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
+}
+
+src_dir() {
+    case "$1" in
+        kargo) printf '%s' "${kargo_src}" ;;
+        argo-rollouts-manager) printf '%s' "${manager_src}" ;;
+    esac
+}
+
+# What a binary built from a tree depends on: every Go file, go.mod and go.sum, by
+# content (a fresh copy of the same tree has new mtimes and must not rebuild).
+tree_digest() {
+    (cd "$1" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 \
+        | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
 }
 
 # A binary counts as present only if it executes and reports the pinned version: a
@@ -65,9 +129,18 @@ works() {
             out="$("${bin}" 2>&1 </dev/null)" || true
             [[ "${out}" == *"This binary is a plugin"* ]]
             return ;;
+        kargo) out="$("${bin}" version 2>&1)" || return 1 ;;
+        # Go's flag package answers -h with the usage and exit 0; the version is the
+        # tree's, checked by its digest below.
+        argo-rollouts-manager)
+            out="$("${bin}" -h 2>&1)" || return 1
+            [[ "${out}" == *"health-probe-bind-address"* ]] || return 1 ;;
         *) out="$("${bin}" --version 2>&1)" || return 1 ;;
     esac
     case "$(basename "${bin}")" in
+        kargo | argo-rollouts-manager)
+            [[ -n "${2:-}" && "$(cat "${bin}.tree" 2>/dev/null)" == "$2" ]] || return 1
+            [[ "$(basename "${bin}")" != kargo || "${out}" == *"\"${kargo_version}\""* ]] ;;
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
         rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
@@ -77,7 +150,11 @@ works() {
 if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
     for b in "${binaries[@]}"; do
-        if works "${ROLLGATE_K8S_BIN}/${b}"; then
+        # Prebuilt upstream binaries are taken as they are: no tree to compare with.
+        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager ]] \
+            && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
+            log "ok ${ROLLGATE_K8S_BIN}/${b}"
+        elif works "${ROLLGATE_K8S_BIN}/${b}"; then
             log "ok ${ROLLGATE_K8S_BIN}/${b}"
         else
             log "missing or broken: ${ROLLGATE_K8S_BIN}/${b}"
@@ -132,12 +209,21 @@ ldflags_rollouts="-s -w \
 
 started_all=${SECONDS}
 
+ldflags_kargo() {
+    # A tree from a clone or tarball need not carry its commit; the tree digest stands
+    # in for it, so `kargo version` reports the tag instead of "devel+unknown".
+    printf '%s' "-s -w \
+ -X github.com/akuity/kargo/pkg/x/version.version=${kargo_version} \
+ -X github.com/akuity/kargo/pkg/x/version.gitCommit=${1} \
+ -X github.com/akuity/kargo/pkg/x/version.gitTreeState=clean"
+}
+
 build() {
-    local name="$1" module_dir="$2" pkg="$3" ldflags="$4"
+    local name="$1" module_dir="$2" pkg="$3" ldflags="$4" tree="${5:-}"
     local dir
     dir="$(dest_dir "${name}")"
     local dest="${dir}/${name}"
-    if works "${dest}"; then
+    if works "${dest}" "${tree}"; then
         log "${name}: cached at ${dest}"
         return 0
     fi
@@ -165,17 +251,23 @@ build() {
         exit 1
     fi
     mv -f "${dest}.tmp" "${dest}"
+    [[ -z "${tree}" ]] || printf '%s\n' "${tree}" >"${dest}.tree"
     log "${name}: built in $((SECONDS - started))s"
 }
 
-if [[ "${what}" != rollouts ]]; then
+declare -A trees=()
+for b in ${upstream[@]+"${upstream[@]}"}; do
+    trees[${b}]="$(tree_digest "$(src_dir "${b}")")"
+done
+
+if [[ "${what}" == all || "${what}" == k8s ]]; then
     build etcd "${here}/etcd" go.etcd.io/etcd/server/v3 "-s -w"
     build kube-apiserver "${here}/apiserver" k8s.io/kubernetes/cmd/kube-apiserver "${ldflags_k8s}"
     build kube-controller-manager "${here}/apiserver" \
         k8s.io/kubernetes/cmd/kube-controller-manager "${ldflags_k8s}"
     build kubectl "${here}/apiserver" k8s.io/kubernetes/cmd/kubectl "${ldflags_k8s}"
 fi
-if [[ "${what}" != k8s ]]; then
+if [[ "${what}" == all || "${what}" == rollouts ]]; then
     # The sample plugin's package imports an internal/ package of its own module, which
     # Go allows because the importer is inside that module: building the package
     # path from this wrapper module needs nothing special.
@@ -185,11 +277,27 @@ if [[ "${what}" != k8s ]]; then
         github.com/argoproj/argo-rollouts/test/cmd/metrics-plugin-sample "${ldflags_rollouts}"
 fi
 
-for b in "${binaries[@]}"; do
-    works "$(dest_dir "${b}")/${b}" || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
+for b in ${upstream[@]+"${upstream[@]}"}; do
+    case "${b}" in
+        kargo) build kargo "${kargo_src}" ./cmd/controlplane "$(ldflags_kargo "${trees[kargo]:0:12}")" \
+                   "${trees[kargo]}" ;;
+        argo-rollouts-manager) build argo-rollouts-manager "${manager_src}" ./cmd "-s -w" \
+                   "${trees[argo-rollouts-manager]}" ;;
+    esac
 done
-[[ "${what}" == rollouts ]] || log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}"
-[[ "${what}" == k8s ]] || log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}"
+
+for b in "${binaries[@]}"; do
+    works "$(dest_dir "${b}")/${b}" "${trees[${b}]:-}" \
+        || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
+done
+case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
+case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
+for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
-# stdout: the Kubernetes binaries' directory, as before (the rollouts one with `rollouts`).
-if [[ "${what}" == rollouts ]]; then printf '%s\n' "${rollouts_out}"; else printf '%s\n' "${out}"; fi
+# stdout: the directory of what was asked for (the Kubernetes binaries' for `all`).
+case "${what}" in
+    rollouts) printf '%s\n' "${rollouts_out}" ;;
+    kargo) printf '%s\n' "${kargo_out}" ;;
+    rollouts-manager) printf '%s\n' "${manager_out}" ;;
+    *) printf '%s\n' "${out}" ;;
+esac

@@ -1,0 +1,209 @@
+"""rollgate next to the real Kargo controller (README, "Verification modes").
+
+The real Kargo v1.11.2 controller promotes (real Promotions) and verifies; the real Argo
+Rollouts controller runs its AnalysisRuns. rollgate's reconciler in observe mode (the
+production default) must write nothing and report what Kargo gets wrong; in engine mode
+it must stand back. rollgate's webhook must never block Kargo's own writes.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import controlplane
+import pytest
+import upstream
+from kargo_kit import KargoProject
+from verification_kit import MetricServer, verdict_template, wait_for
+
+# Two 4 s measurements: long enough that Kargo's own status write of the entry reaches
+# its cache before the run finishes (with instant runs Kargo really lags; see
+# test_kargo_lag.py).
+TWO_STEP = {"name": "two-step", "count": 2, "interval": "4s"}
+
+
+def metric(proc: controlplane.ManagedProcess, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(proc.url + "/metrics", timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + ("{" if labels else ""))
+               and all(f'{k}="{v}"' in line for k, v in labels.items()))
+
+
+@pytest.fixture(scope="module")
+def kargo(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
+    try:
+        proc = control_plane.start_kargo_controller()
+    except upstream.UpstreamMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    yield proc
+    control_plane.stop_process(proc)
+
+
+@pytest.fixture
+def project(control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
+            argo_rollouts: Any, kargo: Any) -> KargoProject:
+    p = KargoProject(control_plane, namespace)
+    p.apply(verdict_template(metrics.url))
+    two_step = verdict_template(metrics.url, name=TWO_STEP["name"], count=TWO_STEP["count"],
+                                interval=TWO_STEP["interval"])
+    # A failing verdict also takes both measurements (else the run fails at once).
+    two_step["spec"]["metrics"][0]["failureLimit"] = 1
+    p.apply(two_step)
+    p.apply(verdict_template(metrics.url, name="long", count=3, interval="1h"))
+    p.freight("a1", "a2")
+    return p
+
+
+def reconciler(plane: controlplane.ControlPlane, namespace: str, mode: str,
+               *extra: str, name: str) -> controlplane.ManagedProcess:
+    proc = plane.start_reconciler(
+        "--controllers", "stage-verification", "--stage-verification", mode,
+        "--observe-grace-seconds", "2", "--namespaces", namespace, "--no-leader-elect",
+        *extra, name=name)
+    proc.wait_ready(60)
+    return proc
+
+
+@pytest.fixture
+def observer(control_plane: controlplane.ControlPlane,
+             namespace: str) -> Iterator[controlplane.ManagedProcess]:
+    proc = reconciler(control_plane, namespace, "observe", name="reconciler-kargo-observe")
+    yield proc
+    control_plane.stop_process(proc)
+
+
+def entries(project: KargoProject, stage: str) -> list[dict[str, Any]]:
+    return project.history(stage)
+
+
+def run_of(project: KargoProject, entry: dict[str, Any]) -> dict[str, Any]:
+    return project.get("analysisrun", entry["analysisRun"]["name"]) or {}
+
+
+def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
+        project: KargoProject, observer: controlplane.ManagedProcess) -> None:
+    project.stage("test", templates=("two-step",))
+    project.promote("test", "a1")
+    project.wait_promoted("test", "a1")
+    project.wait_verified("test")
+    first = entries(project, "test")[0]
+    assert first["phase"] == "Successful" and first.get("actor") != "rollgate"
+    # Kargo, not rollgate, marks the Freight verified.
+    assert "test" in project.verified_in(project.freight_names["a1"])
+    wait_for("the finished verification metric", lambda: metric(
+        observer, "rollgate_verifications_finished_total", namespace=project.ns,
+        stage="test", phase="Successful") == 1)
+    assert metric(observer, "rollgate_promotion_to_verified_seconds_count") >= 1
+
+    # A reverify as Kargo's CLI requests it: Kargo runs the verification again.
+    project.annotate("test", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
+    wait_for("Kargo's second verification", lambda: len(entries(project, "test")) == 2
+             and entries(project, "test")[0]["phase"] == "Successful")
+    wait_for("the second finished verification", lambda: metric(
+        observer, "rollgate_verifications_finished_total", namespace=project.ns,
+        stage="test", phase="Successful") == 2)
+
+    # A second promotion, verified in turn.
+    project.promote("test", "a2")
+    project.wait_promoted("test", "a2")
+    wait_for("a2 verified", lambda: (e := entries(project, "test")) and e[0].get(
+        "phase") == "Successful")
+    wait_for("the third finished verification", lambda: metric(
+        observer, "rollgate_verifications_finished_total", namespace=project.ns,
+        stage="test", phase="Successful") == 3)
+    assert project.rollgate_warnings() == []
+    assert project.rollgate_writes() == {}
+
+
+def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
+        project: KargoProject, observer: controlplane.ManagedProcess) -> None:
+    """Kargo v1.11.2 does not supersede a running verification: the next Promotion waits
+    (Pending) until it is terminal, and an abort terminates the run. So the
+    StaleVerificationRun finding has nothing to report here (README, "Observe mode")."""
+    project.stage("uat", templates=("long",))
+    project.promote("uat", "a1")
+    project.wait_promoted("uat", "a1")
+    running = wait_for("Kargo's run to be Running", lambda: (e := entries(project, "uat")) and (
+        run_of(project, e[0]).get("status", {}).get("phase") == "Running") and e[0])
+    second = project.promote("uat", "a2")
+    wait_for("the second Promotion to be Pending", lambda: any(
+        p["name"] == second and p.get("phase") == "Pending"
+        for p in project.promotions("uat")))
+    project.annotate("uat", "kargo.akuity.io/abort", json.dumps({"id": running["id"]}))
+    project.wait_promoted("uat", "a2")
+    stage = project.get("stage", "uat") or {}
+    old = stage["status"]["freightHistory"][1]["verificationHistory"][0]
+    # Kargo v1.11.2 records an abort as Failed with this message (README, "Observe mode").
+    assert (old["phase"], old.get("message")) == ("Failed", "Verification aborted by user")
+    wait_for("the terminated run to end", lambda: run_of(project, running).get(
+        "status", {}).get("phase") not in (None, "", "Running", "Pending"))
+    assert project.events("StaleVerificationRun") == []
+    assert metric(observer, "rollgate_verification_anomalies_total",
+                  kind="StaleVerificationRun") == 0
+    wait_for("the aborted verification counted", lambda: metric(
+        observer, "rollgate_verifications_finished_total", namespace=project.ns,
+        stage="uat", phase="Failed") == 1)
+    assert project.rollgate_writes() == {}
+
+
+def test_a_failed_reverify_after_success_while_kargo_keeps_verified_in(
+        project: KargoProject, observer: controlplane.ManagedProcess) -> None:
+    project.stage("prod", templates=("two-step",))
+    project.promote("prod", "a1")
+    project.wait_promoted("prod", "a1")
+    project.wait_verified("prod")
+    first = entries(project, "prod")[0]
+    # The same Stage now asks for a failing verdict; a reverify runs it.
+    project.stage("prod", templates=("two-step",), verdict="fail")
+    project.annotate("prod", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
+    wait_for("Kargo's failed reverify", lambda: (e := entries(project, "prod")) and len(e) == 2
+             and e[0]["phase"] == "Failed")
+    freight = project.freight_names["a1"]
+    if "prod" in project.verified_in(freight):
+        events = wait_for("VerifiedDespiteFailure",
+                          lambda: project.events("VerifiedDespiteFailure"))
+        assert freight in events[0]["message"] and events[0]["type"] == "Warning"
+        assert metric(observer, "rollgate_verification_anomalies_total",
+                      kind="VerifiedDespiteFailure") == 1
+    else:
+        pytest.fail("Kargo v1.11.2 removed verifiedIn after a failed reverify: the "
+                    "VerifiedDespiteFailure finding describes a Kargo that no longer exists")
+    assert project.rollgate_writes() == {}
+
+
+def test_engine_mode_stands_back_from_kargos_runs(
+        control_plane: controlplane.ControlPlane, project: KargoProject) -> None:
+    proc = reconciler(control_plane, project.ns, "engine", name="reconciler-kargo-engine")
+    try:
+        project.stage("qa", templates=("two-step",))
+        project.promote("qa", "a1")
+        project.wait_promoted("qa", "a1")
+        project.wait_verified("qa")
+        events = wait_for("VerifierConflict", lambda: project.events("VerifierConflict"))
+        assert events[0]["type"] == "Warning"
+        runs = project.runs("qa")
+        assert runs and all(
+            r["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") != "rollgate"
+            for r in runs)
+        assert all(e.get("actor") != "rollgate" for e in entries(project, "qa"))
+        assert project.rollgate_writes() == {}
+    finally:
+        control_plane.stop_process(proc)
+
+
+def test_kargo_promotes_and_verifies_while_rollgates_webhook_is_down(
+        control_plane: controlplane.ControlPlane, project: KargoProject) -> None:
+    project.stage("dev", templates=("two-step",))
+    control_plane.stop_webhook()
+    try:
+        project.promote("dev", "a1")
+        project.wait_promoted("dev", "a1")
+        project.wait_verified("dev")
+        stage = project.get("stage", "dev") or {}
+        assert "kargo.akuity.io/finalizer" in stage["metadata"].get("finalizers", [])
+        assert "dev" in project.verified_in(project.freight_names["a1"])
+    finally:
+        control_plane.start_webhook()
