@@ -138,6 +138,7 @@ class Manager:
             for resource, indexes in (getattr(c, "indexes", None) or {}).items():
                 for index_name, func in indexes.items():
                     self.stores[resource].add_index(index_name, func)
+            self.metrics.serve(getattr(c, "collectors", ()))
         self.ctx = Context(
             cache=self.cache,
             client=self.rest,

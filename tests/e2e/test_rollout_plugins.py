@@ -291,7 +291,7 @@ def wait_for(
 
 
 def expected_checksum(cm: dict[str, Any]) -> str:
-    """DESIGN.md: sha256 of the rendered keys as JSON with sorted keys."""
+    """README, "RolloutManager plugins": sha256 of the rendered keys as JSON with sorted keys."""
     data = {k: v for k, v in (cm.get("data") or {}).items() if k in (TRAFFIC, METRIC)}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import CollectorRegistry
 
 from kubekit.kinds import ROLLOUT_MANAGER
 from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
-from reconciler.controllers.rollout_plugins import RolloutPluginsController
-from reconciler.plugin_digests import DigestVerifier, DownloadError
-from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY
+from reconciler.plugins.controller import RolloutPluginsController
+from reconciler.plugins.digests import DigestVerifier, DownloadError
+from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY
 from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.health import Metrics
 from reconciler.runtime.types import Context, Key, Requeue
 
 GOOD = "a1" * 32
@@ -129,9 +129,14 @@ class World:
             {"plugins_mode": mode}, verifier=DigestVerifier(self.fetch))
         self.api = Api(self.controller)
         self.events = Events()
-        self.registry = CollectorRegistry()
-        self.metrics = type("M", (), {"registry": self.registry})()
+        self.serve_metrics()
         self.mode = mode
+
+    def serve_metrics(self) -> None:
+        """The runtime's metrics, serving the controller's collectors as the Manager does."""
+        self.metrics = Metrics()
+        self.metrics.serve(self.controller.collectors)
+        self.registry = self.metrics.registry
 
     def rm(self, plugins: dict[str, Any], *, name: str = "rollouts", uid: str = "u-1",
            generation: int = 1, created: str = "2026-01-01T00:00:01Z") -> None:
@@ -252,7 +257,7 @@ def test_an_unchanged_synced_plugin_set_is_not_downloaded_again() -> None:
     first.reconcile()
     restarted = RolloutPluginsController(verifier=DigestVerifier(first.fetch))
     first.controller = restarted
-    first.metrics = type("M", (), {"registry": CollectorRegistry()})()
+    first.serve_metrics()
     first.reconcile()
     assert first.fetch.calls == [URL]
     assert len(first.api.writes) == 3

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plugin_audit import (
+from reconciler.plugins.audit import (
     OPENSHIFT_PLUGIN,
     Finding,
-    audited_manager,
     compare_with_operator,
-    controller_reference,
-    namespace_mode,
     new_findings,
 )
+from reconciler.plugins.decisions import audited_manager, controller_reference, namespace_mode
 
 SHA_GW = "4b3aafd8f48b3cf1bd4b5ea4e2f0cc1a3f43d24e8b24c4d4a6e2b3b3c8e3a1f0"
 SHA_PROM = "0e1f" * 16

@@ -14,18 +14,17 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
 from kubekit.rest import APPLY_PATCH, JSON_PATCH
-from reconciler.controllers.rollout_plugins import (
+from reconciler.plugins.controller import RolloutPluginsController, namespace_terminating
+from reconciler.plugins.decisions import (
     EMPTY_CHECKSUM,
-    RolloutPluginsController,
     apply_body,
     describe,
     in_sync,
-    namespace_terminating,
     owner_of,
     pod_template_checksum,
     removal_patch,
 )
-from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
+from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.manager import Manager
 from reconciler.runtime.types import Context, Key
@@ -135,6 +134,15 @@ def test_the_manager_maps_events_through_its_cache_from_the_start() -> None:
     manager._handler_for(c.config_maps)("ADDED", None, cm({}))
     [runner] = manager.runners
     assert runner.queue.get() == Key("ns", "a")
+
+
+def test_the_runtime_serves_the_features_metrics() -> None:
+    """The feature registers its metrics (``collectors``); the runtime only serves them."""
+    c = RolloutPluginsController()
+    manager = Manager(api=None, controllers=[c], options={"leader_elect": False})
+    c.metrics.set_mode("ns", "sync")
+    assert manager.metrics.registry.get_sample_value(
+        "rollgate_plugins_mode", {"namespace": "ns", "mode": "sync"}) == 1
 
 
 def test_config_map_events_map_to_the_owner() -> None:
