@@ -13,7 +13,7 @@ controller turns the findings into Warning events and metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +134,27 @@ def _entry_findings(
     return found
 
 
+def _refused(spec_traffic: Sequence[Mapping[str, Any]],
+             config_map: Mapping[str, Any] | None) -> Finding | None:
+    """The spec names the plugin the operator adds itself: the operator's reconcile
+    returns an error before it writes the ConfigMap or the Deployment, so nothing of
+    this spec is rendered."""
+    index = next((i for i, p in enumerate(spec_traffic) if p.get("name") == OPENSHIFT_PLUGIN),
+                 None)
+    if index is None:
+        return None
+    if config_map is None:
+        outcome = (f"nothing is rendered: ConfigMap {CONFIG_MAP_NAME} does not exist (and a "
+                   "new RolloutManager gets no argo-rollouts Deployment)")
+    else:
+        outcome = (f"ConfigMap {CONFIG_MAP_NAME} keeps what it held before (the rendering "
+                   "of an earlier spec), which Argo Rollouts goes on loading")
+    return Finding("operator-refuses", OPENSHIFT_PLUGIN, (
+        f"spec.plugins.trafficManagement[{index}]: {OPERATOR} refuses a plugin named "
+        f"{OPENSHIFT_PLUGIN} (it adds that one itself) and renders none of this spec; "
+        f"{outcome}"))
+
+
 def _rendering_findings(
     spec: Mapping[str, Any], config_map: Mapping[str, Any] | None
 ) -> list[Finding]:
@@ -167,7 +188,10 @@ def compare_with_operator(
 
     What the operator always does on its own (add ``argoproj-labs/openshift``, sort,
     write ``sha256: ""``) is not a difference; what it does to the spec (drop a traffic
-    router plugin's digest) is.
+    router plugin's digest) is. A spec the operator refuses (it names
+    ``argoproj-labs/openshift``) is that one finding: the ConfigMap then holds no
+    rendering of this spec (nothing, or an earlier spec's), so comparing its entries
+    would only report the refusal again, entry by entry.
     """
     rm = dict(rollout_manager)
     spec = schemas.normalize_plugins(rm)
@@ -178,12 +202,9 @@ def compare_with_operator(
         found.append(Finding("invalid-spec", "", (
             f"spec.plugins is invalid and {OPERATOR} renders it anyway: "
             + "; ".join(str(f) for f in errors))))
-    for index, plugin in enumerate(spec["trafficManagement"]):
-        if plugin.get("name") == OPENSHIFT_PLUGIN:
-            found.append(Finding("operator-refuses", OPENSHIFT_PLUGIN, (
-                f"spec.plugins.trafficManagement[{index}]: {OPERATOR} refuses a plugin named "
-                f"{OPENSHIFT_PLUGIN} (it adds that one itself) and stops rendering the "
-                "plugins")))
+    refused = _refused(spec["trafficManagement"], config_map)
+    if refused is not None:
+        return [*found, refused]
     return found + _rendering_findings(spec, config_map)
 
 

@@ -11,13 +11,15 @@ writes:
   ``PluginsSynced=False`` condition naming the owner. Before anything is written, the
   digests of remote plugins are proven by downloading them: a mismatch or a failed
   download writes nothing but the condition, because Argo Rollouts would exit at start.
-- audit (auto: argo-rollouts-manager controls the Deployment): nothing is written at all,
-  not even status; differences between the spec and the operator's rendering, and
-  failed digest pre-flights, become Warning events (each once per generation) and
-  metrics.
-- waiting (auto: no Deployment yet): only ``PluginsSynced=Unknown``, because the
-  operator creates the Deployment after the RolloutManager and writing first would
-  start a fight with it.
+- audit (auto: argo-rollouts-manager controls the Deployment): neither the ConfigMap nor
+  the Deployment is written, and the RolloutManager's status only once, to remove a
+  ``PluginsSynced`` condition an earlier rollgate wrote; differences between the spec
+  and the operator's rendering, and failed digest pre-flights, become Warning events
+  (each once per generation) and metrics.
+- waiting (auto: no Deployment yet): nothing at all is written, status included, because
+  the operator creates the Deployment after the RolloutManager: a condition written
+  before would stay stale next to it forever. The Deployment is watched, so the
+  namespace is decided again when it appears.
 
 Writes are minimal on purpose. The ConfigMap is written with server-side apply of only
 the two keys (field manager ``rollgate``, force), so every other key, label and
@@ -164,11 +166,18 @@ class RolloutPluginsController:
         return []
 
     def _deployment_keys(self, old: Obj | None, deployment: Obj, cache: Cache) -> list[Key]:
+        """The namespace's owner: its mode follows the Deployment (auto mode writes
+        nothing until it appears). With no RolloutManager left but keys rollgate still
+        owns, the namespace's release key: the release waits for a Deployment too."""
         if meta_of(deployment).get("name") != self.deployment_name:
             return []
-        owner = dc.owner_of(
-            cache.list(ROLLOUT_MANAGER, meta_of(deployment).get("namespace") or ""))
-        return [object_key(owner)] if owner is not None else []
+        namespace = meta_of(deployment).get("namespace") or ""
+        owner = dc.owner_of(cache.list(ROLLOUT_MANAGER, namespace))
+        if owner is not None:
+            return [object_key(owner)]
+        if dc.owned_keys(cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)):
+            return [Key(namespace, CONFIG_MAP_NAME)]
+        return []
 
     def resync_keys(self, cache: Cache) -> Iterable[Key]:
         """Namespaces where rollgate still owns keys but no RolloutManager is left.
@@ -225,22 +234,20 @@ class RolloutPluginsController:
         self.metrics.set_mode(namespace, step.mode)
         owner = with_kind(step.owner, ROLLOUT_MANAGER)
         if step.action == "audit":
+            self._remove_stale_conditions(rms, ctx, rest)
             self._audit(namespace, rms, deployment, owner, ctx)
             return
         self._forget_audit(namespace)
+        if step.action == "wait":
+            return  # nothing at all until the Deployment exists (its watch brings us back)
         if step.action == "not-owner" and keyed is not None:
             self._set_condition(
                 with_kind(keyed, ROLLOUT_MANAGER), ctx, rest, status="False", reason="NotOwner",
                 message=dc.not_owner_message(meta_of(owner).get("name") or "", namespace),
                 event_type="Warning",
             )
-        elif step.action == "wait":
-            self._set_condition(
-                owner, ctx, rest, status="Unknown", reason="WaitingForDeployment",
-                message=dc.waiting_message(self.deployment_name, namespace),
-            )
-        else:
-            self._sync(owner, ctx, rest)
+            return
+        self._sync(owner, ctx, rest)
 
     def _forget_audit(self, namespace: str) -> None:
         self._memory.forget(namespace)
@@ -280,6 +287,22 @@ class RolloutPluginsController:
             )
         if any(d.check.outcome == "failed" for d in digests):
             raise Requeue(after=dc.DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
+
+    def _remove_stale_conditions(self, rms: list[Obj], ctx: Context, rest: Client) -> None:
+        """Audit's one status write: remove, once, the ``PluginsSynced`` condition an
+        earlier rollgate wrote on a RolloutManager the operator now renders.
+
+        One merge patch of ``status.conditions`` with every other condition as it is and
+        the resourceVersion it was computed from (a stale view is refused with 409 and
+        reconciled again); a RolloutManager without the condition costs no write.
+        """
+        for rm in rms:
+            wanted = dc.without_condition(rm)
+            if wanted is None or dc.is_deleting(rm):
+                continue
+            if write_status(rest, ctx.cache, ROLLOUT_MANAGER, rm, wanted) is not None:
+                log.info("plugins audit: removed the PluginsSynced condition an earlier "
+                         "rollgate wrote", extra={"key": str(object_key(rm))})
 
     def _audit_preflight(self, namespace: str, rm: Obj, allow_http: bool) -> list[PluginDigest]:
         """Pre-flight once per generation of the RolloutManager while it passes; again on

@@ -22,7 +22,7 @@ from kubekit.kinds import ROLLOUT_MANAGER
 from reconciler.conditions import set_condition
 from reconciler.payloads import Condition, ConditionStatus
 from schemas.constants import ANNOTATION_PLUGINS_CHECKSUM
-from schemas.objects import meta_of
+from schemas.objects import as_dict, as_list, meta_of
 from schemas.plugins import manager_age_key
 
 from .render import CONFIG_MAP_NAME, MANAGED_KEYS, METRIC_KEY, TRAFFIC_KEY, checksum, parse_entries
@@ -118,9 +118,10 @@ def owner_of(rollout_managers: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]
     return min(live, key=manager_age_key)
 
 
-# release: no RolloutManager left, remove the keys rollgate owns; forget: no RolloutManager
-# left, nothing to write; wait: no Deployment yet; not-owner: the key names a RolloutManager
-# that is not the oldest; audit / sync: the modes.
+# release: no RolloutManager left, remove the keys rollgate owns (sync mode only);
+# forget: nothing to write; wait: auto mode and no Deployment yet, nothing at all is
+# written; not-owner: the key names a RolloutManager that is not the oldest; audit / sync:
+# the modes.
 Action = Literal["release", "forget", "wait", "audit", "not-owner", "sync"]
 
 
@@ -142,19 +143,26 @@ def plan(
     """The pass over a namespace, from the cache.
 
     ``keyed`` is the RolloutManager the queued key names (None when the key is the
-    ConfigMap's or the RolloutManager is gone): a live one that is not the owner only
-    learns who is.
+    ConfigMap's or the RolloutManager is gone): in sync mode a live one that is not the
+    owner only learns who is.
+
+    Only sync writes the ConfigMap, the Deployment or a condition. While auto mode waits
+    for the Deployment nothing at all is written, not even the RolloutManager's status
+    nor the release of keys rollgate wrote earlier: argo-rollouts-manager creates the
+    Deployment after the RolloutManager appears, and a condition written before would
+    stay stale forever next to it (audit writes no condition). The Deployment is watched,
+    so the namespace is decided again when it appears.
     """
     mode = namespace_mode(flag, deployment)
     owner = owner_of(rollout_managers)
     if owner is None:
-        return Plan(mode, "forget" if mode == "audit" else "release")
-    if mode == "audit":
-        return Plan(mode, "audit", owner)
+        return Plan(mode, "release" if mode == "sync" else "forget")
+    if mode != "sync":
+        return Plan(mode, "audit" if mode == "audit" else "wait", owner)
     if (keyed is not None and not is_deleting(keyed)
             and meta_of(keyed).get("name") != meta_of(owner).get("name")):
         return Plan(mode, "not-owner", owner)
-    return Plan(mode, "wait" if mode == "waiting" else "sync", owner)
+    return Plan(mode, "sync", owner)
 
 
 # --- the ConfigMap -------------------------------------------------------------------------
@@ -337,15 +345,6 @@ def not_owner_message(owner: str, namespace: str) -> str:
             "plugin configuration; the plugins of this one are not synced")
 
 
-def waiting_message(deployment: str, namespace: str) -> str:
-    return (
-        f'Deployment "{deployment}" does not exist in namespace "{namespace}" yet; nothing '
-        "is written until it does. If argo-rollouts-manager creates it (controlled by a "
-        "RolloutManager), rollgate only audits the plugins there and writes nothing, this "
-        "condition included; otherwise it syncs them"
-    )
-
-
 def refusal(bad: Sequence[PluginDigest], deployment: str) -> tuple[str, str]:
     """(reason, message) when the digest pre-flight could not prove every digest."""
     mismatch = any(d.check.outcome == "mismatch" for d in bad)
@@ -392,3 +391,21 @@ def updated_conditions(
     )
     return None if updated == current else updated
 
+
+
+def without_condition(rm: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Audit's one status write: the ``status`` fields that remove a ``PluginsSynced``
+    condition an earlier rollgate wrote (before the operator's Deployment existed, or in
+    sync mode), every other condition kept exactly as it is; None when there is none,
+    so nothing is written (once removed, never again).
+
+    The list is written whole (a merge patch replaces lists), so the write carries the
+    resourceVersion it was computed from: a condition the operator added meanwhile is
+    never lost, the write is refused instead (409). No condition left removes the field,
+    as the operator's ``omitempty`` leaves it.
+    """
+    conditions = as_list(as_dict(rm.get("status")).get("conditions"))
+    kept = [c for c in conditions if not (isinstance(c, Mapping) and c.get("type") == CONDITION)]
+    if len(kept) == len(conditions):
+        return None
+    return {"conditions": kept or None}

@@ -25,7 +25,8 @@ class PluginMetrics:
         self.mode = Gauge(
             "rollgate_plugins_mode",
             "1 for what rollgate does with the plugins of a namespace: sync, audit (next to "
-            "argo-rollouts-manager) or waiting (no argo-rollouts Deployment yet)",
+            "argo-rollouts-manager) or waiting (no argo-rollouts Deployment yet: nothing is "
+            "written)",
             ["namespace", "mode"], registry=r,
         )
         self.findings = Gauge(
