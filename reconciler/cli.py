@@ -13,8 +13,8 @@ from kubekit import logs
 from kubekit.client import load_api_client
 
 from . import controllers
-from .plugin_audit import FLAG_MODES
-from .plugin_digests import DownloadLimits, check_ca_file
+from .plugins.decisions import FLAG_MODES
+from .plugins.digests import DownloadLimits, check_ca_file
 from .runtime.manager import Manager
 
 log = logging.getLogger("reconciler")

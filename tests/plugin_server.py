@@ -3,7 +3,7 @@
 Real HTTPS with a CA the test makes (``certs.pki``, the one place that builds
 certificates), so the reconciler's TLS verification is exercised as in production: the
 client trusts the server only through ``ca_file`` (``--plugins-ca-file``). Used by the
-unit tests of ``reconciler.plugin_digests`` and by tests/e2e/test_rollout_plugins.py
+unit tests of ``reconciler.plugins.digests`` and by tests/e2e/test_rollout_plugins.py
 (where the reconciler process downloads from it).
 
 Routes are set per test: ``serve(path, body)``, ``redirect(path, to)``, ``stall(path)``.

@@ -17,7 +17,7 @@ REGISTRY: dict[str, str] = {
     "stage-verification": "reconciler.controllers.stage_verification:StageVerificationController",
     "stage-verification/observe":
         "reconciler.controllers.verification_observer:VerificationObserver",
-    "rollout-plugins": "reconciler.controllers.rollout_plugins:RolloutPluginsController",
+    "rollout-plugins": "reconciler.plugins.controller:RolloutPluginsController",
 }
 
 DEFAULT = ("stage-verification", "rollout-plugins")

@@ -34,6 +34,9 @@ as ``"name": "module:Class"`` (imported lazily, only when selected with --contro
 
         # Optional: extra keys to queue on every periodic resync (e.g. to find
         # leftovers of deleted primaries): def resync_keys(self, cache) -> Iterable[Key]
+        # Optional: the feature's Prometheus collectors, served on the same /metrics
+        # (the runtime registers them; it knows no feature's metrics):
+        collectors = (my_gauge,)
 
 Rules the runtime guarantees and relies on:
 

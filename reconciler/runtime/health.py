@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -15,12 +15,22 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("reconciler.health")
 
 
 class Metrics:
-    """The runtime's metrics, in a registry of their own (no global state in tests)."""
+    """The runtime's metrics, in a registry of their own (no global state in tests).
+
+    A feature's metrics are the feature's: a controller that has ``collectors`` gets
+    them served here (``serve``), so the runtime needs to know nothing about them.
+    """
+
+    def serve(self, collectors: Iterable[Collector]) -> None:
+        """Serve ``collectors`` on this registry's ``/metrics`` as well."""
+        for collector in collectors:
+            self.registry.register(collector)
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()

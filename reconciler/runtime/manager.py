@@ -105,6 +105,17 @@ class ControllerRunner:
             self.metrics.duration.labels(self.name).observe(time.monotonic() - started)
 
 
+def watched_resources(controllers: Sequence[Controller]) -> list[Resource]:
+    """Every resource the controllers watch, once, in order; each must watch its primary."""
+    resources: list[Resource] = []
+    for c in controllers:
+        watched = [w.resource for w in c.watches]
+        if c.primary not in watched:
+            raise ValueError(f"controller {c.name} does not watch its primary resource")
+        resources.extend(r for r in watched if r not in resources)
+    return resources
+
+
 class Manager:
     def __init__(
         self,
@@ -122,14 +133,7 @@ class Manager:
             ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
             for c in controllers
         ]
-        resources: list[Resource] = []
-        for c in controllers:
-            watched = [w.resource for w in c.watches]
-            if c.primary not in watched:
-                raise ValueError(f"controller {c.name} does not watch its primary resource")
-            for r in watched:
-                if r not in resources:
-                    resources.append(r)
+        resources = watched_resources(controllers)
         self.resources = resources
         self.stores = {r: Store(r) for r in resources}
         self.cache = CacheView(self.stores)
@@ -138,6 +142,7 @@ class Manager:
             for resource, indexes in (getattr(c, "indexes", None) or {}).items():
                 for index_name, func in indexes.items():
                     self.stores[resource].add_index(index_name, func)
+            self.metrics.serve(getattr(c, "collectors", ()))
         self.ctx = Context(
             cache=self.cache,
             client=self.rest,

@@ -128,8 +128,9 @@ class Controller(Protocol):
     ``Resource.named`` to a name given on the command line) are fixed at construction.
 
     Optionally it also has ``indexes`` (resource -> index name -> function, added to
-    the cache's stores, see ``Cache.by_index``) and ``resync_keys(cache)`` (see
-    ``reconciler.runtime``).
+    the cache's stores, see ``Cache.by_index``), ``resync_keys(cache)`` (see
+    ``reconciler.runtime``) and ``collectors`` (its feature's Prometheus collectors,
+    served on the runtime's ``/metrics``).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value

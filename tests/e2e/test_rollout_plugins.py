@@ -291,7 +291,7 @@ def wait_for(
 
 
 def expected_checksum(cm: dict[str, Any]) -> str:
-    """DESIGN.md: sha256 of the rendered keys as JSON with sorted keys."""
+    """README, "RolloutManager plugins": sha256 of the rendered keys as JSON with sorted keys."""
     data = {k: v for k, v in (cm.get("data") or {}).items() if k in (TRAFFIC, METRIC)}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -492,20 +492,25 @@ def test_deleting_the_rollout_manager_removes_the_keys_and_keeps_the_config_map(
     assert cm["metadata"]["labels"] == OTHER_LABELS
 
 
-def test_nothing_is_written_before_the_rollouts_deployment_exists(env: Env) -> None:
-    """auto mode: argo-rollouts-manager creates the Deployment after the RolloutManager,
-    so rollgate waits for it instead of writing first; without an operator controlling
-    it, the Deployment that appears is synced."""
-    env.kubectl("delete", "deployment", "argo-rollouts")
-    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
-
-    cond = wait_for(
-        lambda: (c := env.condition("rollouts")) and c["status"] == "Unknown" and c,
-        "PluginsSynced=Unknown while there is no Deployment",
-    )
-    assert cond["reason"] == "WaitingForDeployment"
+def wait_waiting(env: Env, rm: str) -> None:
+    """Wait until the reconciler has seen ``rm`` and waits for the Deployment; then check
+    that it wrote nothing at all: no ConfigMap, no condition, not one status write."""
+    wait_for(lambda: env.metric("rollgate_plugins_mode", namespace=env.ns, mode="waiting"),
+             "the namespace to wait for its argo-rollouts Deployment")
+    written = (env.get("rolloutmanager", rm) or {})["metadata"]["resourceVersion"]
     env.wait_idle()
     assert env.config_map() is None, "no ConfigMap written while waiting"
+    assert env.condition(rm) is None, "no condition written while waiting"
+    assert (env.get("rolloutmanager", rm) or {})["metadata"]["resourceVersion"] == written
+
+
+def test_nothing_is_written_before_the_rollouts_deployment_exists(env: Env) -> None:
+    """auto mode: argo-rollouts-manager creates the Deployment after the RolloutManager,
+    so rollgate waits for it and writes nothing at all, not even status; without an
+    operator controlling it, the Deployment that appears is synced."""
+    env.kubectl("delete", "deployment", "argo-rollouts")
+    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
+    wait_waiting(env, "rollouts")
 
     env.create_rollouts_deployment()
     env.wait_synced("rollouts")
@@ -869,6 +874,15 @@ def operator_rendering(traffic: list[dict[str, str]], metric: list[dict[str, str
     return {TRAFFIC: render([*dropped, OPENSHIFT]), METRIC: render(metric)}
 
 
+# argo-rollouts-manager's own condition (controllers/utils.go at v0.0.9) and the one an
+# earlier rollgate left while it waited for the operator's Deployment.
+RECONCILED = {"type": "Reconciled", "status": "True", "reason": "Success",
+              "message": "", "lastTransitionTime": "2026-01-01T00:00:03Z"}
+EARLIER_CONDITION = {"type": "PluginsSynced", "status": "Unknown",
+                     "reason": "WaitingForDeployment", "message": "an earlier rollgate",
+                     "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:02Z"}
+
+
 def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
     control_plane: controlplane.ControlPlane,
     reconciler: controlplane.ManagedProcess,
@@ -876,10 +890,11 @@ def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
 ) -> None:
     env = Env(control_plane, reconciler, namespace)
     env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
-    # Before the operator made its Deployment, rollgate waited and wrote no ConfigMap.
-    wait_for(lambda: (c := env.condition("rollouts")) and c["reason"] == "WaitingForDeployment",
-             "PluginsSynced=Unknown while there is no Deployment")
-    assert env.config_map() is None
+    # Before the operator made its Deployment, rollgate waited and wrote nothing.
+    wait_waiting(env, "rollouts")
+    # The operator's status, and the condition an earlier rollgate wrote while it waited.
+    env.kubectl("patch", "rolloutmanager", "rollouts", "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"conditions": [RECONCILED, EARLIER_CONDITION]}}))
 
     # What the operator does next: render the ConfigMap, then create its Deployment.
     rm = env.get("rolloutmanager", "rollouts")
@@ -901,6 +916,9 @@ def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
     assert env.metric("rollgate_plugins_audit_findings", namespace=namespace,
                       finding="digest-dropped") == 1
     assert env.metric("rollgate_plugins_mode", namespace=namespace, mode="audit") == 1
+    # Audit's one status write: the earlier condition removed, the operator's kept as is.
+    wait_for(lambda: env.condition("rollouts") is None, "the earlier PluginsSynced to go")
+    assert (env.get("rolloutmanager", "rollouts") or {})["status"]["conditions"] == [RECONCILED]
 
     def unchanged_for(seconds: float, expected: dict[str, str]) -> None:
         end = time.monotonic() + seconds
@@ -931,6 +949,44 @@ def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
         shown = env.kubectl("get", kind, name, "-o", "json", "--show-managed-fields")
         managers = {m["manager"] for m in json.loads(shown.stdout)["metadata"]["managedFields"]}
         assert "rollgate" not in managers, (kind, managers)
+
+
+def test_a_spec_the_operator_refuses_is_reported_on_the_rendering_it_keeps(
+    control_plane: controlplane.ControlPlane,
+    reconciler: controlplane.ManagedProcess,
+    namespace: str,
+) -> None:
+    """argo-rollouts-manager returns an error for a RolloutManager naming
+    argoproj-labs/openshift before it writes anything: one that was valid first keeps its
+    previous rendering, and that refusal is the finding (nothing else is compared)."""
+    env = Env(control_plane, reconciler, namespace)
+    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
+    rm = env.get("rolloutmanager", "rollouts")
+    assert rm is not None
+    rendering = operator_rendering([], [PROMETHEUS])
+    env.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CM, "labels": {"app.kubernetes.io/name": CM}}, "data": rendering,
+    }))
+    env.create_rollouts_deployment(controlled_by=rm)
+    wait_for(lambda: env.metric("rollgate_plugins_mode", namespace=namespace, mode="audit"),
+             "audit mode next to the operator")
+    env.wait_idle()
+    assert env.events("rollouts", type="Warning") == [], "the operator rendered the spec"
+
+    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY, OPENSHIFT], "metric": [PROMETHEUS]})
+    refused = wait_for(
+        lambda: env.events("rollouts", type="Warning", reason="PluginRefusedByOperator"),
+        "a Warning event saying the operator refuses the spec")
+    assert "spec.plugins.trafficManagement[1]" in refused[0]["message"]
+    assert "keeps what it held before" in refused[0]["message"]
+    env.wait_idle()
+    assert [e["reason"] for e in env.events("rollouts", type="Warning")] == [
+        "PluginRefusedByOperator"], "no entry-by-entry findings about an earlier rendering"
+    assert env.metric("rollgate_plugins_audit_findings", namespace=namespace,
+                      finding="operator-refuses") == 1
+    assert (env.config_map() or {})["data"] == rendering
+    assert env.condition("rollouts") is None
 
 
 # --- least privilege ------------------------------------------------------------------------

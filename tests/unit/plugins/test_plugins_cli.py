@@ -8,7 +8,7 @@ import pytest
 from plugin_server import PluginServer
 
 from reconciler.cli import parser
-from reconciler.controllers.rollout_plugins import RolloutPluginsController
+from reconciler.plugins.controller import RolloutPluginsController
 
 
 def test_defaults() -> None:

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plugin_audit import (
+from reconciler.plugins.audit import (
     OPENSHIFT_PLUGIN,
     Finding,
-    audited_manager,
     compare_with_operator,
-    controller_reference,
-    namespace_mode,
     new_findings,
 )
+from reconciler.plugins.decisions import audited_manager, controller_reference, namespace_mode
 
 SHA_GW = "4b3aafd8f48b3cf1bd4b5ea4e2f0cc1a3f43d24e8b24c4d4a6e2b3b3c8e3a1f0"
 SHA_PROM = "0e1f" * 16
@@ -139,8 +137,54 @@ def test_what_the_operator_refuses_and_invalid_specs_are_findings() -> None:
     plugins = {"trafficManagement": [{"name": OPENSHIFT_PLUGIN, "location": GW_URL}],
                "metric": [{"name": "bad", "location": "file:///p"}]}
     found = compare_with_operator(rm(plugins), None)
-    assert [f.kind for f in found] == ["invalid-spec", "operator-refuses", "config-map-missing"]
+    assert [f.kind for f in found] == ["invalid-spec", "operator-refuses"]
     assert "spec.plugins.metric[0].name" in found[0].message
+    assert found[1].message.startswith(
+        f"spec.plugins.trafficManagement[0]: argo-rollouts-manager refuses a plugin named "
+        f"{OPENSHIFT_PLUGIN}")
+    assert "nothing is rendered" in found[1].message
+
+
+def test_a_refused_spec_is_one_finding_whatever_the_config_map_still_holds() -> None:
+    """The operator errors before it writes: an edited RolloutManager keeps the rendering
+    of its earlier spec, which is no rendering of this one (no entry-by-entry findings:
+    not the new plugin "missing", not the openshift entry's location or digest)."""
+    plugins = {"trafficManagement": [
+        *SPEC["trafficManagement"],
+        {"name": "new/plugin", "location": "https://x.example/new"},
+        {"name": OPENSHIFT_PLUGIN, "location": GW_URL, "sha256": SHA_GW},
+    ], "metric": SPEC["metric"]}
+    found = compare_with_operator(rm(plugins), rendered())
+    assert kinds(found) == [("operator-refuses", OPENSHIFT_PLUGIN)]
+    assert "trafficManagement[2]" in found[0].message
+    assert "keeps what it held before" in found[0].message
+
+
+def test_the_operators_openshift_entry_is_never_a_finding_wherever_it_points() -> None:
+    """Its location comes from the operator's OPENSHIFT_ROUTE_PLUGIN_LOCATION (tests run it
+    with a file:// binary) or a github.com URL: neither is a difference the user made."""
+    for location in (OPENSHIFT_URL, "file:///usr/local/bin/openshift-plugin"):
+        traffic = OPERATOR_TRAFFIC.replace(OPENSHIFT_URL, location)
+        assert kinds(compare_with_operator(rm(), rendered(traffic))) == [
+            ("digest-dropped", "argoproj-labs/gatewayAPI")]
+
+
+def test_each_finding_of_the_operators_rendering() -> None:
+    """The dropped traffic digest, an entry the spec does not list and a location that
+    differs, as the operator v0.0.9 would have them in the ConfigMap."""
+    traffic = (
+        f"- name: argoproj-labs/gatewayAPI\n  location: https://moved.example/gw\n"
+        "  sha256: \"\"\n"
+        f"- name: {OPENSHIFT_PLUGIN}\n  location: {OPENSHIFT_URL}\n  sha256: \"\"\n"
+        "- name: someone/else\n  location: https://x.example/else\n  sha256: \"\"\n"
+    )
+    found = compare_with_operator(rm(), rendered(traffic))
+    assert kinds(found) == [
+        ("location-differs", "argoproj-labs/gatewayAPI"),
+        ("digest-dropped", "argoproj-labs/gatewayAPI"),
+        ("unlisted", "trafficRouterPlugins/someone/else"),
+    ]
+    assert "https://moved.example/gw" in found[0].message and GW_URL in found[0].message
 
 
 def test_new_findings_are_the_ones_not_reported_for_this_generation() -> None:

@@ -101,27 +101,34 @@ def _https_redirects_only(max_redirects: int) -> _HttpsRedirectsOnly:
     return Limited()
 
 
+def _describe_url_error(exc: urllib.error.URLError) -> str:
+    reason = exc.reason
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"TLS certificate not trusted: {reason.verify_message or reason}"
+    if isinstance(reason, BaseException):
+        return _describe(reason)
+    return str(reason)
+
+
+# The words for each kind of failure, the first match wins (a subclass before its base:
+# HTTPError is a URLError, the next four are OSErrors).
+_WORDS: tuple[tuple[type[BaseException], Callable[[Any], str]], ...] = (
+    (urllib.error.HTTPError, lambda e: f"HTTP {e.code} {e.reason}"),
+    (urllib.error.URLError, _describe_url_error),
+    (TimeoutError, lambda e: "timed out"),
+    (ConnectionRefusedError, lambda e: "connection refused"),
+    (ssl.SSLError, lambda e: f"TLS error: {e.reason or e}"),
+    (http.client.HTTPException,
+     lambda e: f"bad HTTP response: {type(e).__name__} {e}".strip()),
+    (OSError, lambda e: e.strerror or str(e) or type(e).__name__),
+)
+
+
 def _describe(exc: BaseException) -> str:
     """A short reason for a condition message (no traceback, no repr noise)."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code} {exc.reason}"
-    if isinstance(exc, urllib.error.URLError):
-        reason = exc.reason
-        if isinstance(reason, ssl.SSLCertVerificationError):
-            return f"TLS certificate not trusted: {reason.verify_message or reason}"
-        if isinstance(reason, BaseException):
-            return _describe(reason)
-        return str(reason)
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS error: {exc.reason or exc}"
-    if isinstance(exc, http.client.HTTPException):
-        return f"bad HTTP response: {type(exc).__name__} {exc}".strip()
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc) or type(exc).__name__
+    for kind, words in _WORDS:
+        if isinstance(exc, kind):
+            return words(exc)
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -14,18 +14,19 @@ from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
 from kubekit.rest import APPLY_PATCH, JSON_PATCH
-from reconciler.controllers.rollout_plugins import (
+from reconciler.plugins.controller import RolloutPluginsController, namespace_terminating
+from reconciler.plugins.decisions import (
     EMPTY_CHECKSUM,
-    RolloutPluginsController,
     apply_body,
     describe,
     in_sync,
-    namespace_terminating,
     owner_of,
+    plan,
     pod_template_checksum,
     removal_patch,
+    without_condition,
 )
-from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY, checksum
+from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY, checksum
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.manager import Manager
 from reconciler.runtime.types import Context, Key
@@ -67,6 +68,44 @@ def test_a_deleting_rollout_manager_does_not_own() -> None:
     assert owner_of(rms)["metadata"]["name"] == "new"  # type: ignore[index]
     assert owner_of([rms[0]]) is None
     assert owner_of([]) is None
+
+
+OPERATOR_DEPLOYMENT = {"metadata": {"name": "argo-rollouts", "namespace": "ns", "ownerReferences": [
+    {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager", "name": "b",
+     "uid": "u-b", "controller": True}]}}
+PLAIN_DEPLOYMENT = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
+
+
+def test_plan_writes_nothing_while_auto_mode_waits_for_the_deployment() -> None:
+    rms = [rm("b", "2026-01-01T00:00:02Z"), rm("a", "2026-01-01T00:00:03Z")]
+    for keyed in (rms[0], rms[1], None):
+        step = plan("auto", rms, None, keyed)
+        assert (step.mode, step.action) == ("waiting", "wait"), "not even NotOwner"
+    assert plan("auto", [], None, None).action == "forget", "no release either"
+    assert plan("sync", [], None, None).action == "release"
+
+
+def test_plan_follows_the_deployments_controller() -> None:
+    rms = [rm("b", "2026-01-01T00:00:02Z"), rm("a", "2026-01-01T00:00:03Z")]
+    assert plan("auto", rms, OPERATOR_DEPLOYMENT, rms[1]).action == "audit"
+    assert plan("auto", [], OPERATOR_DEPLOYMENT, None).action == "forget"
+    assert plan("auto", rms, PLAIN_DEPLOYMENT, rms[0]).action == "sync"
+    assert plan("auto", rms, PLAIN_DEPLOYMENT, rms[1]).action == "not-owner"
+    assert plan("auto", rms, PLAIN_DEPLOYMENT, None).action == "sync"
+    assert plan("auto", [], PLAIN_DEPLOYMENT, None).action == "release"
+    step = plan("audit", rms, PLAIN_DEPLOYMENT, rms[1])
+    assert (step.action, (step.owner or {})["metadata"]["name"]) == ("audit", "b")
+
+
+def test_without_condition_keeps_every_other_condition() -> None:
+    other = {"type": "Reconciled", "status": "True"}
+    ours = {"type": "PluginsSynced", "status": "Unknown"}
+    assert without_condition({"status": {"conditions": [other, ours]}}) == {
+        "conditions": [other]}
+    assert without_condition({"status": {"conditions": [ours]}}) == {"conditions": None}
+    assert without_condition({"status": {"conditions": [other]}}) is None
+    assert without_condition({"status": {}}) is None
+    assert without_condition({}) is None
 
 
 def test_in_sync_needs_equal_values_and_ownership() -> None:
@@ -135,6 +174,15 @@ def test_the_manager_maps_events_through_its_cache_from_the_start() -> None:
     manager._handler_for(c.config_maps)("ADDED", None, cm({}))
     [runner] = manager.runners
     assert runner.queue.get() == Key("ns", "a")
+
+
+def test_the_runtime_serves_the_features_metrics() -> None:
+    """The feature registers its metrics (``collectors``); the runtime only serves them."""
+    c = RolloutPluginsController()
+    manager = Manager(api=None, controllers=[c], options={"leader_elect": False})
+    c.metrics.set_mode("ns", "sync")
+    assert manager.metrics.registry.get_sample_value(
+        "rollgate_plugins_mode", {"namespace": "ns", "mode": "sync"}) == 1
 
 
 def test_config_map_events_map_to_the_owner() -> None:
@@ -297,13 +345,17 @@ class Events:
         self.emitted.append((reason, message))
 
 
-def release(fake: FakeRest) -> Events:
-    """Reconcile a namespace whose last RolloutManager is gone."""
-    controller = RolloutPluginsController()
+def release(fake: FakeRest, *, deployment: bool = True, mode: str = "auto") -> Events:
+    """Reconcile a namespace whose last RolloutManager is gone (with the Argo Rollouts
+    Deployment, no operator controlling it, in the cache unless ``deployment`` is False)."""
+    controller = RolloutPluginsController({"plugins_mode": mode})
     stores = {w.resource: Store(w.resource) for w in controller.watches}
     stores[controller.config_maps].upsert(fake.config_map())
+    if deployment:
+        stores[controller.deployments].upsert(fake.get(DEPLOYMENT, "ns", "argo-rollouts"))
     events = Events()
-    ctx = Context(cache=CacheView(stores), client=fake, events=events, options={})
+    ctx = Context(cache=CacheView(stores), client=fake, events=events,
+                  options={"plugins_mode": mode})
     controller.reconcile(Key("ns", "argo-rollouts-config"), ctx)
     return events
 
@@ -343,3 +395,25 @@ def test_release_of_a_config_map_deleted_meanwhile_is_done() -> None:
     events = release(fake)
     assert events.emitted == []
     assert fake.annotations == {}
+
+
+def test_release_waits_for_the_deployment_in_auto_mode() -> None:
+    """No Deployment: auto mode writes nothing at all, not even the release; an explicit
+    --plugins-mode=sync releases at once."""
+    owners = {METRIC_KEY: {"rollgate"}}
+    waiting = FakeRest({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
+    assert release(waiting, deployment=False).emitted == []
+    assert waiting.data == {METRIC_KEY: METRIC_VALUE}
+    synced = FakeRest({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
+    release(synced, deployment=False, mode="sync")
+    assert synced.data == {}
+
+
+def test_a_deployment_that_appears_brings_back_a_pending_release() -> None:
+    """The namespace is decided again when the Deployment appears, RolloutManager or not."""
+    c = RolloutPluginsController()
+    dep = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
+    owned = cm({METRIC_KEY: "x"}, owned=(METRIC_KEY,))
+    assert mapped(c, c.deployments, dep, cache_with((c.config_maps, owned))) == [
+        Key("ns", "argo-rollouts-config")]
+    assert mapped(c, c.deployments, dep, cache_with((c.config_maps, cm({METRIC_KEY: "x"})))) == []

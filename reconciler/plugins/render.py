@@ -1,8 +1,9 @@
 """Render a RolloutManager's ``spec.plugins`` into the Argo Rollouts ConfigMap keys.
 
-Pure functions only: the controller does the I/O. Keeping the rendering pure means the
-exact bytes written to ``argo-rollouts-config`` (and therefore the checksum that decides
-whether the Argo Rollouts controller is restarted) can be tested without a cluster.
+Pure functions only (no Kubernetes client, no runtime): the controller does the I/O.
+Keeping the rendering pure means the exact bytes written to ``argo-rollouts-config``
+(and therefore the checksum that decides whether the Argo Rollouts controller is
+restarted) can be tested without a cluster.
 
 Format, as Argo Rollouts parses it (argoproj/argo-rollouts ``utils/config/config.go`` and
 ``utils/plugin/types/types.go``): the ConfigMap keys ``trafficRouterPlugins`` and
@@ -24,7 +25,6 @@ import yaml
 
 import schemas
 from schemas.normalize import PluginList
-from schemas.objects import meta_of
 
 TRAFFIC_KEY = "trafficRouterPlugins"
 METRIC_KEY = "metricProviderPlugins"
@@ -76,7 +76,7 @@ def _render_list(entries: Iterable[Mapping[str, Any]]) -> str:
 
 
 def checksum(data: Mapping[str, str]) -> str:
-    """Hex sha256 of ``data`` as JSON with sorted keys (DESIGN.md).
+    """Hex sha256 of ``data`` as JSON with sorted keys (README, "RolloutManager plugins").
 
     Compact separators and sorted keys make it independent of dict ordering, so an
     unchanged plugin set always yields the same value and never restarts Argo Rollouts.
@@ -125,65 +125,3 @@ def parse_entries(text: str | None) -> list[Any] | None:
     if parsed is None:
         return []
     return parsed if isinstance(parsed, list) else None
-
-
-def _describe(key: str, index: int, entry: Any) -> str:
-    if isinstance(entry, Mapping) and isinstance(entry.get("name"), str) and entry["name"]:
-        return f"{key}: {entry['name']}"
-    return f"{key}[{index}] (entry without a name)"
-
-
-def unlisted_entries(
-    existing: Mapping[str, Any] | None,
-    desired: Mapping[str, str],
-    *,
-    keys: Iterable[str] = MANAGED_KEYS,
-) -> list[str]:
-    """Describe the entries in ``existing`` managed keys that ``desired`` does not list.
-
-    Used for the Warning event when rollgate replaces hand-made entries. An entry is
-    identified by (key, name): a changed location of a listed plugin is an update, not a
-    dropped entry. Content that is not a YAML list is reported as a whole. ``keys``
-    restricts the check (the controller passes the keys it did not write itself, so a
-    plugin removed from the spec is not reported as "dropped").
-    """
-    existing = existing or {}
-    out: list[str] = []
-    for key in keys:
-        raw = existing.get(key)
-        if raw is None:
-            continue
-        current = parse_entries(raw if isinstance(raw, str) else None)
-        if current is None:
-            out.append(f"{key} (content that is not a YAML list of plugins)")
-            continue
-        wanted = parse_entries(desired.get(key)) or []
-        wanted_names = {e.get("name") for e in wanted if isinstance(e, Mapping)}
-        for index, entry in enumerate(current):
-            if isinstance(entry, Mapping) and entry.get("name") in wanted_names:
-                continue
-            out.append(_describe(key, index, entry))
-    return out
-
-
-def managed_values(config_map: Mapping[str, Any] | None) -> dict[str, str]:
-    """The managed keys as they are in ``config_map`` (absent keys left out)."""
-    data = ((config_map or {}).get("data")) or {}
-    return {k: data[k] for k in MANAGED_KEYS if k in data}
-
-
-def keys_owned_by(config_map: Mapping[str, Any] | None, manager: str) -> set[str]:
-    """Managed keys that ``manager`` owns according to ``metadata.managedFields``.
-
-    Server-side apply only removes a field its applier owns, and a value that another
-    manager wrote (a hand edit moves ownership to ``kubectl-edit``) is someone else's
-    content; both decisions need to know who owns which key.
-    """
-    owned: set[str] = set()
-    meta = meta_of(config_map)
-    for entry in meta.get("managedFields") or []:
-        if not isinstance(entry, Mapping) or entry.get("manager") != manager:
-            continue
-        fields = ((entry.get("fieldsV1") or {}).get("f:data")) or {}
-        owned.update(k for k in MANAGED_KEYS if f"f:{k}" in fields)
-    return owned

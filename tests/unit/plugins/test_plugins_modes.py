@@ -14,15 +14,17 @@ from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import CollectorRegistry
 
 from kubekit.kinds import ROLLOUT_MANAGER
 from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
-from reconciler.controllers.rollout_plugins import RolloutPluginsController
-from reconciler.plugin_digests import DigestVerifier, DownloadError
-from reconciler.plugins import METRIC_KEY, TRAFFIC_KEY
+from reconciler.plugins.controller import RolloutPluginsController
+from reconciler.plugins.digests import DigestVerifier, DownloadError
+from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY
 from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.health import Metrics
+from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Context, Key, Requeue
+from reconciler.runtime.watches import keys_for
 
 GOOD = "a1" * 32
 OTHER = "b2" * 32
@@ -39,6 +41,10 @@ class Api:
         self.by_plural = {w.resource.plural: w.resource for w in controller.watches}
         self.rv = 10
         self.writes: list[str] = []
+        self.status_bodies: list[dict[str, Any]] = []
+        # Versions the server has and the watch has not delivered yet: live reads and
+        # writes see them, the cache does not.
+        self.unseen: dict[tuple[str, str], dict[str, Any]] = {}
 
     def cache(self) -> CacheView:
         return CacheView(self.stores)
@@ -52,8 +58,24 @@ class Api:
         return copy.deepcopy(obj)
 
     def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        found = self.stores[self.by_plural[resource.plural]].get(namespace, name)
+        found = (self.unseen.get((resource.plural, name))
+                 or self.stores[self.by_plural[resource.plural]].get(namespace, name))
         return copy.deepcopy(found) if found else None
+
+    def operator_status(self, name: str, conditions: list[dict[str, Any]]) -> None:
+        """argo-rollouts-manager's Status().Update of the RolloutManager, not yet in the
+        cache (``deliver`` brings it there)."""
+        obj = self.get(ROLLOUT_MANAGER, NS, name)
+        assert obj is not None
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        obj["status"] = {"conditions": conditions}
+        self.unseen[("rolloutmanagers", name)] = obj
+
+    def deliver(self) -> None:
+        for (plural, _), obj in self.unseen.items():
+            self.stores[self.by_plural[plural]].upsert(obj)
+        self.unseen.clear()
 
     def create(self, resource: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("the plugins controller creates nothing but by apply")
@@ -89,7 +111,9 @@ class Api:
         if expected is not None and expected != current["metadata"]["resourceVersion"]:
             raise ApiException(status=409, reason="Conflict")
         if subresource == "status":
-            current["status"] = {**(current.get("status") or {}), **body["status"]}
+            self.status_bodies.append(copy.deepcopy(body))
+            status = {**(current.get("status") or {}), **body["status"]}
+            current["status"] = {k: v for k, v in status.items() if v is not None}
         else:
             annotations = body["spec"]["template"]["metadata"]["annotations"]
             template = current["spec"]["template"]["metadata"]
@@ -129,18 +153,27 @@ class World:
             {"plugins_mode": mode}, verifier=DigestVerifier(self.fetch))
         self.api = Api(self.controller)
         self.events = Events()
-        self.registry = CollectorRegistry()
-        self.metrics = type("M", (), {"registry": self.registry})()
+        self.serve_metrics()
         self.mode = mode
 
+    def serve_metrics(self) -> None:
+        """The runtime's metrics, serving the controller's collectors as the Manager does."""
+        self.metrics = Metrics()
+        self.metrics.serve(self.controller.collectors)
+        self.registry = self.metrics.registry
+
     def rm(self, plugins: dict[str, Any], *, name: str = "rollouts", uid: str = "u-1",
-           generation: int = 1, created: str = "2026-01-01T00:00:01Z") -> None:
-        self.api.put("rolloutmanagers", {
+           generation: int = 1, created: str = "2026-01-01T00:00:01Z",
+           conditions: list[dict[str, Any]] | None = None) -> None:
+        obj: dict[str, Any] = {
             "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
             "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": generation,
                          "creationTimestamp": created},
             "spec": {"plugins": plugins},
-        })
+        }
+        if conditions is not None:
+            obj["status"] = {"conditions": conditions}
+        self.api.put("rolloutmanagers", obj)
 
     def deployment(self, *, operator: bool = False, annotations: dict[str, str] | None = None
                    ) -> None:
@@ -162,9 +195,11 @@ class World:
         self.controller.reconcile(Key(NS, name), ctx)
 
     def condition(self, name: str = "rollouts") -> dict[str, Any] | None:
+        return next((c for c in self.conditions(name) if c["type"] == "PluginsSynced"), None)
+
+    def conditions(self, name: str = "rollouts") -> list[dict[str, Any]]:
         obj = self.api.get(ROLLOUT_MANAGER, NS, name) or {}
-        return next((c for c in (obj.get("status") or {}).get("conditions") or []
-                     if c["type"] == "PluginsSynced"), None)
+        return list((obj.get("status") or {}).get("conditions") or [])
 
     def annotation(self) -> str | None:
         dep = self.api.stores[self.controller.deployments].get(NS, "argo-rollouts")
@@ -186,19 +221,57 @@ PROM = {"name": "argoproj-labs/sample-prometheus", "location": "file:///plugins/
 # --- auto: no Deployment yet --------------------------------------------------------------
 
 
-def test_without_the_deployment_nothing_is_written_but_the_unknown_condition() -> None:
+def test_auto_without_the_deployment_writes_nothing_at_all() -> None:
+    """argo-rollouts-manager creates the Deployment after the RolloutManager: until then no
+    write of any kind, status included (a condition then would outlive the wait)."""
     w = World()
     w.rm({"trafficManagement": [GATEWAY]})
-    w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
-    cond = w.condition()
-    assert cond is not None
-    assert (cond["status"], cond["reason"]) == ("Unknown", "WaitingForDeployment")
+    w.rm({"metric": [PROM]}, name="second", uid="u-2", created="2026-01-01T00:00:05Z")
+    for name in ("rollouts", "second", "rollouts"):
+        w.reconcile(name)
+    assert w.api.writes == [], "no ConfigMap, no Deployment, no status"
+    assert w.condition() is None and w.condition("second") is None
+    assert w.events.emitted == []
     assert w.data() is None
     assert w.fetch.calls == [], "nothing is about to be written: nothing to prove"
-    w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"], "an unchanged pass writes nothing"
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="waiting") == 1
+
+
+def test_the_deployment_is_watched_so_its_appearance_decides_the_namespace() -> None:
+    w = World()
+    w.rm({"trafficManagement": [GATEWAY]})
+    w.deployment(operator=True)
+    dep = w.api.get(w.controller.deployments, NS, "argo-rollouts")
+    assert dep is not None
+    assert keys_for(w.controller.watches, w.controller.deployments, None, dep,
+                    w.api.cache()) == {Key(NS, "rollouts")}
+
+
+def test_a_deployment_controlled_by_a_rollout_manager_means_audit() -> None:
+    w = World()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]})
+    w.reconcile()
+    # What the operator does next: render the ConfigMap, then create its Deployment.
+    w.config_map({TRAFFIC_KEY: OPERATOR_TRAFFIC, METRIC_KEY: OPERATOR_METRIC})
+    w.deployment(operator=True)
+    w.reconcile()
+    assert w.api.writes == [], "audit: no condition was written before, none to remove"
+    assert w.events.reasons() == ["PluginDigestDropped"]
+    assert w.sample("rollgate_plugins_mode", namespace=NS, mode="audit") == 1
+    assert w.sample("rollgate_plugins_mode", namespace=NS, mode="waiting") is None
+
+
+def test_auto_with_a_deployment_no_rollout_manager_controls_syncs_as_before() -> None:
+    w = World()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]})
+    w.reconcile()
+    assert w.api.writes == []
+    w.deployment()
+    w.reconcile()
+    assert w.api.writes == ["configmaps/argo-rollouts-config", "deployments/argo-rollouts",
+                            "rolloutmanagers/rollouts/status"]
+    assert (w.condition() or {}).get("reason") == "Synced"
+    assert w.sample("rollgate_plugins_mode", namespace=NS, mode="sync") == 1
 
 
 # --- sync ----------------------------------------------------------------------------------
@@ -252,7 +325,7 @@ def test_an_unchanged_synced_plugin_set_is_not_downloaded_again() -> None:
     first.reconcile()
     restarted = RolloutPluginsController(verifier=DigestVerifier(first.fetch))
     first.controller = restarted
-    first.metrics = type("M", (), {"registry": CollectorRegistry()})()
+    first.serve_metrics()
     first.reconcile()
     assert first.fetch.calls == [URL]
     assert len(first.api.writes) == 3
@@ -363,6 +436,23 @@ def test_audit_reports_a_failed_pre_flight_as_an_event_and_a_metric() -> None:
     assert len(w.events.emitted) == 2
 
 
+def test_audit_of_an_edit_the_operator_refuses() -> None:
+    """Valid first, then naming argoproj-labs/openshift: the operator errors before it
+    writes, the ConfigMap keeps the earlier rendering; that is the one finding."""
+    w = audit_world()
+    w.reconcile()
+    openshift = {"name": "argoproj-labs/openshift", "location": "file:///plugins/openshift"}
+    w.rm({"trafficManagement": [GATEWAY, openshift], "metric": [PROM]}, generation=2)
+    w.reconcile()
+    assert w.api.writes == []
+    assert w.events.reasons() == ["PluginDigestDropped", "PluginRefusedByOperator"]
+    assert "keeps what it held before" in w.events.emitted[-1][2]
+    assert w.sample("rollgate_plugins_audit_findings", namespace=NS,
+                    finding="operator-refuses") == 1
+    assert w.sample("rollgate_plugins_audit_findings", namespace=NS,
+                    finding="digest-dropped") is None
+
+
 def test_metrics_of_a_namespace_go_with_its_last_rollout_manager() -> None:
     w = audit_world()
     w.reconcile()
@@ -372,3 +462,72 @@ def test_metrics_of_a_namespace_go_with_its_last_rollout_manager() -> None:
                     finding="digest-dropped") is None
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="audit") is None
     assert w.api.writes == []
+
+
+# --- audit: the one status write ------------------------------------------------------------
+
+RECONCILED = {"type": "Reconciled", "status": "True", "reason": "Success", "message": "",
+              "lastTransitionTime": "2026-01-01T00:00:03Z"}
+EARLIER = {"type": "PluginsSynced", "status": "Unknown", "reason": "WaitingForDeployment",
+           "message": "written by an earlier rollgate", "observedGeneration": 1,
+           "lastTransitionTime": "2026-01-01T00:00:02Z"}
+
+
+def test_audit_removes_an_earlier_plugins_synced_condition_once() -> None:
+    w = audit_world()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, conditions=[RECONCILED, EARLIER])
+    before = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
+    assert before is not None
+    w.reconcile()
+    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
+    assert w.conditions() == [RECONCILED], "the operator's condition kept exactly as it was"
+    [body] = w.api.status_bodies
+    assert body == {"metadata": {"resourceVersion": before["metadata"]["resourceVersion"]},
+                    "status": {"conditions": [RECONCILED]}}, "nothing else, with a precondition"
+    after = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
+    assert after is not None and after["spec"] == before["spec"]
+
+    for _ in range(3):
+        w.reconcile()
+    # The operator writes its status again: still nothing of rollgate's to write.
+    w.api.operator_status("rollouts", [{**RECONCILED, "message": "again"}])
+    w.api.deliver()
+    w.reconcile()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, generation=2,
+         conditions=[RECONCILED])
+    w.reconcile()
+    assert w.api.writes == ["rolloutmanagers/rollouts/status"], "once, then never again"
+    assert w.events.reasons() == ["PluginDigestDropped", "PluginDigestDropped"]
+
+
+def test_the_last_condition_removed_removes_the_field() -> None:
+    w = audit_world()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, conditions=[EARLIER])
+    w.reconcile()
+    assert w.api.status_bodies[0]["status"] == {"conditions": None}
+    obj = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
+    assert obj is not None and "conditions" not in (obj.get("status") or {})
+
+
+def test_the_removal_never_overwrites_a_status_write_the_cache_has_not_seen() -> None:
+    w = audit_world()
+    w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, conditions=[EARLIER])
+    w.api.operator_status("rollouts", [RECONCILED, EARLIER])
+    with pytest.raises(Conflict):
+        w.reconcile()
+    assert w.conditions() == [RECONCILED, EARLIER], "refused (409), nothing lost"
+    w.api.deliver()
+    w.reconcile()
+    assert w.conditions() == [RECONCILED]
+
+
+def test_audit_removes_the_condition_from_every_rollout_manager_of_the_namespace() -> None:
+    w = audit_world()
+    not_owner = {**EARLIER, "status": "False", "reason": "NotOwner"}
+    w.rm({"metric": [PROM]}, name="second", uid="u-2", created="2026-01-01T00:00:05Z",
+         conditions=[not_owner])
+    w.reconcile()
+    assert w.api.writes == ["rolloutmanagers/second/status"]
+    assert w.conditions("second") == []
+    w.reconcile("second")
+    assert len(w.api.writes) == 1

@@ -1,4 +1,4 @@
-"""Digest pre-flight (reconciler/plugin_digests.py).
+"""Digest pre-flight (reconciler/plugins/digests.py).
 
 The download tests run against a real HTTPS server on 127.0.0.1 with a CA made by the
 test (tests/plugin_server.py): the fetcher trusts it only through ``ca_file``, exactly
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from plugin_server import PluginServer, sha256
 
-from reconciler.plugin_digests import (
+from reconciler.plugins.digests import (
     DigestVerifier,
     DownloadError,
     DownloadLimits,

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.plugins import (
+from reconciler.plugins.decisions import keys_owned_by, unlisted_entries
+from reconciler.plugins.render import (
     METRIC_KEY,
     TRAFFIC_KEY,
     InvalidPluginSpec,
     checksum,
-    keys_owned_by,
     render_plugin_config,
-    unlisted_entries,
 )
 
 SHA = "a" * 64

@@ -1,7 +1,8 @@
-"""Prometheus metrics of the rollout-plugins controller (audit findings, pre-flight).
+"""Prometheus metrics of the plugins feature (mode, audit findings, pre-flight).
 
-Kept in a registry of their own (no global state in tests); the command line adds the
-collectors to the runtime's registry, so they are served on the same ``/metrics``.
+Kept in a registry of their own (no global state in tests). The feature registers them:
+the controller hands ``collectors`` to the runtime, which serves every controller's
+collectors on its one ``/metrics`` without knowing what they measure.
 Label sets of a namespace are removed when it has nothing to report any more, so
 series do not pile up for namespaces that are gone.
 """
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from reconciler.plugin_digests import PluginDigest
+from .digests import PluginDigest
 
 
 class PluginMetrics:
@@ -24,7 +25,8 @@ class PluginMetrics:
         self.mode = Gauge(
             "rollgate_plugins_mode",
             "1 for what rollgate does with the plugins of a namespace: sync, audit (next to "
-            "argo-rollouts-manager) or waiting (no argo-rollouts Deployment yet)",
+            "argo-rollouts-manager) or waiting (no argo-rollouts Deployment yet: nothing is "
+            "written)",
             ["namespace", "mode"], registry=r,
         )
         self.findings = Gauge(

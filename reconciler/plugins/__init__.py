@@ -1,0 +1,20 @@
+"""RolloutManager plugins: ``spec.plugins`` into ``argo-rollouts-config`` (README,
+"RolloutManager plugins").
+
+What lives here, one module per job:
+
+- ``render``: the two ConfigMap keys and their checksum from a spec (pure).
+- ``audit``: what argo-rollouts-manager rendered, compared with the spec, as findings,
+  and the memory of what was reported per generation (pure).
+- ``decisions``: the mode of a namespace, its owner (the oldest RolloutManager), what a
+  pass does, whether the ConfigMap is in sync, the apply body, what a write removes, the
+  words of the ``PluginsSynced`` condition (pure).
+- ``digests``: the digest pre-flight: download over verified TLS, compare, cache.
+- ``metrics``: the feature's Prometheus metrics, registered by the feature (the
+  controller's ``collectors``), so the runtime knows no feature.
+- ``controller``: the controller the runtime runs (``--controllers rollout-plugins``):
+  cache reads, the pre-flight call, the writes and events; I/O and wiring only.
+
+The pure modules import neither the Kubernetes client, ``kubekit.rest`` nor the runtime
+(import-linter contract in ``pyproject.toml``).
+"""
