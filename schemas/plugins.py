@@ -294,6 +294,26 @@ def _entry_rules(path: Path, entry: dict[str, Any], *, allow_http: bool) -> Iter
         )
 
 
+# argo-rollouts-manager (v0.0.9) adds this traffic plugin itself and refuses a
+# RolloutManager that lists it (README, "RolloutManager plugins").
+OPERATOR_OWN_PLUGIN = "argoproj-labs/openshift"
+
+
+def _operator_refuses(plugins: dict[str, Any]) -> Iterator[Finding]:
+    """A warning, not a denial: without the operator the name is a legitimate plugin."""
+    entries = plugins.get("trafficManagement")
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("name") == OPERATOR_OWN_PLUGIN:
+            yield Finding(
+                path=("spec", "plugins", "trafficManagement", index, "name"),
+                message=f"argo-rollouts-manager refuses a RolloutManager that lists "
+                f"{OPERATOR_OWN_PLUGIN} (it adds that plugin itself): where the operator "
+                "runs, it renders nothing of this spec (an edited one keeps its previous "
+                "plugins, a new one never gets its Deployment); remove the entry there",
+                warning=True,
+            )
+
+
 def _duplicate_names(plugins: dict[str, Any]) -> Iterator[Finding]:
     first: dict[str, tuple[str, int]] = {}
     for list_name in PLUGIN_LISTS:
@@ -410,6 +430,7 @@ def check_rollout_manager(
                         )
                     )
         findings.extend(_duplicate_names(plugins))
+        findings.extend(_operator_refuses(plugins))
     if rollout_managers is not None and not any(not f.warning for f in findings):
         findings.extend(_second_manager(rm, rollout_managers))
     return sort_findings(findings)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import schemas
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
 from schemas.objects import meta_of
+from schemas.plugins import OPERATOR_OWN_PLUGIN
 
 from .render import CONFIG_MAP_NAME, KEYS_BY_LIST, parse_entries
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 OPERATOR = "argo-rollouts-manager"
 # Added by the operator to every rendering (controllers/default.go); never a finding.
-OPENSHIFT_PLUGIN = "argoproj-labs/openshift"
+OPENSHIFT_PLUGIN = OPERATOR_OWN_PLUGIN
 
 
 @dataclass(frozen=True, slots=True, order=True)
