@@ -16,6 +16,7 @@ from . import controllers
 from .plugin_audit import FLAG_MODES
 from .plugin_digests import DownloadLimits, check_ca_file
 from .runtime.manager import Manager
+from .verification import options as verification
 
 log = logging.getLogger("reconciler")
 _LIMITS = DownloadLimits()  # the defaults of the download flags
@@ -70,14 +71,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--identity", default=f"{socket.gethostname()}_{os.getpid()}")
     p.add_argument("--controllers", type=_csv, default=list(controllers.DEFAULT),
                    help="comma list (default: " + ",".join(controllers.DEFAULT) + ")")
-    p.add_argument("--stage-verification", choices=controllers.VERIFICATION_MODES,
-                   default="observe",
+    p.add_argument("--stage-verification", choices=verification.MODES,
+                   default=verification.DEFAULT_MODE,
                    help="engine: rollgate verifies Stages (only where no Kargo controller "
                         "does); observe (default): read-only metrics and Warning events about "
                         "Kargo's own verification; off")
-    p.add_argument("--observe-grace-seconds", type=float, default=60.0,
+    p.add_argument("--observe-grace-seconds", type=float,
+                   default=verification.OBSERVE_GRACE_SECONDS,
                    help="observe mode: how old a run that no verification records must be "
-                        "before it counts as a duplicate (default 60)")
+                        f"before it counts as a duplicate (default "
+                        f"{verification.OBSERVE_GRACE_SECONDS:g})")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")

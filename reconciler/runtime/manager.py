@@ -45,6 +45,7 @@ class ControllerRunner:
         self.workers = workers
         self._threads: list[threading.Thread] = []
         metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
+        metrics.register(getattr(controller, "collectors", ()))  # the feature's metrics
 
     def keys_for(self, resource: Resource, old: Obj | None, new: Obj, cache: Cache) -> set[Key]:
         return keys_for(self.controller.watches, resource, old, new, cache)

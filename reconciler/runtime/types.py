@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from kubekit.kinds import Resource
 from schemas.objects import Obj, meta_of
 
+from .health import Metrics
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Key:
@@ -103,7 +105,7 @@ class Context:
     client: Client
     events: EventRecorder
     options: Mapping[str, Any]  # parsed command-line flags, by dest name
-    metrics: Any = None  # runtime.health.Metrics; None in unit tests that do not look
+    metrics: Metrics | None = None  # the runtime's; None in unit tests that do not look
 
 
 # (old, new, cache) -> keys of primary objects to reconcile. ``new`` is the object the
@@ -128,8 +130,9 @@ class Controller(Protocol):
     ``Resource.named`` to a name given on the command line) are fixed at construction.
 
     Optionally it also has ``indexes`` (resource -> index name -> function, added to
-    the cache's stores, see ``Cache.by_index``) and ``resync_keys(cache)`` (see
-    ``reconciler.runtime``).
+    the cache's stores, see ``Cache.by_index``), ``resync_keys(cache)`` (see
+    ``reconciler.runtime``) and ``collectors`` (its feature's Prometheus collectors,
+    registered with no registry; the runtime serves them on /metrics).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value

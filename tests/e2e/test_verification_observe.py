@@ -19,7 +19,7 @@ import controlplane
 import pytest
 from verification_kit import Cluster, wait_for
 
-from reconciler.analysis import freight_collection_id
+from reconciler.verification.naming import freight_collection_id
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from reconciler.analysis import freight_collection_id
-from reconciler.controllers.verification_observer import anomalies, recheck_after
+from reconciler.verification.anomalies import anomalies, recheck_after
+from reconciler.verification.naming import freight_collection_id
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 OLD = "2026-12-01T11:00:00Z"
