@@ -47,6 +47,16 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def _not_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not number >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return number
+
+
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
@@ -74,13 +84,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stage-verification", choices=verification.MODES,
                    default=verification.DEFAULT_MODE,
                    help="engine: rollgate verifies Stages (only where no Kargo controller "
-                        "does); observe (default): read-only metrics and Warning events about "
-                        "Kargo's own verification; off")
+                        "does); observe (default): metrics and Warning events about Kargo's "
+                        "own verification, writing nothing (but the refresh request of "
+                        "--refresh-lagging); off")
     p.add_argument("--observe-grace-seconds", type=float,
                    default=verification.OBSERVE_GRACE_SECONDS,
                    help="observe mode: how old a run that no verification records must be "
                         f"before it counts as a duplicate (default "
                         f"{verification.OBSERVE_GRACE_SECONDS:g})")
+    p.add_argument("--observe-lag-seconds", type=_not_negative,
+                   default=verification.OBSERVE_LAG_SECONDS,
+                   help="observe mode: how long after the run of a Stage's current "
+                        "verification finished the entry may still say Pending/Running "
+                        "before it is reported (VerificationNotRecorded; default "
+                        f"{verification.OBSERVE_LAG_SECONDS:g})")
+    p.add_argument("--refresh-lagging", action="store_true",
+                   help="observe mode: set Kargo's refresh request (annotation "
+                        "kargo.akuity.io/refresh) on a Stage whose verification is not "
+                        "recorded, once per entry; needs manifests/reconciler-refresh")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")

@@ -15,7 +15,7 @@ from typing import Any, Final, NamedTuple
 
 from schemas.objects import meta_of
 
-from .options import OBSERVE_GRACE_SECONDS
+from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
 from .payloads import (
     collection_id,
     current_freight,
@@ -27,11 +27,16 @@ from .payloads import (
     run_collection,
     run_of,
     run_phase,
+    run_status,
     verification_history,
     verified_in,
 )
 
 ACTIVE_RUN_PHASES: Final = frozenset({"", "Pending", "Running"})
+# The AnalysisRun phases Argo Rollouts ends a run in (AnalysisPhase.Completed()).
+COMPLETED_RUN_PHASES: Final = frozenset({"Successful", "Failed", "Error", "Inconclusive"})
+# The verification phases that still wait for their run.
+UNFINISHED_PHASES: Final = frozenset({"Pending", "Running"})
 
 Runs = Sequence[Mapping[str, Any]]
 
@@ -119,6 +124,82 @@ def verified_despite_failure(
         if name in verified_in(freight.get(freight_name))]
 
 
+class Lagging(NamedTuple):
+    """The current verification, still Pending/Running, and its run, which finished."""
+
+    entry: Mapping[str, Any]
+    run: Mapping[str, Any]
+    finished_at: dt.datetime
+
+    @property
+    def subject(self) -> str:
+        """The entry's id (its run's name if it has none): one finding per entry."""
+        return str(self.entry.get("id") or "") or name_of(self.run)
+
+
+def run_finished_at(
+    run: Mapping[str, Any], first_seen: Mapping[str, dt.datetime]
+) -> dt.datetime | None:
+    """When a completed run finished: its ``status.completedAt`` (Argo Rollouts sets it
+    when the run completes), else when rollgate first saw it completed
+    (``first_seen``, by run name); None while it runs."""
+    if run_phase(run) not in COMPLETED_RUN_PHASES:
+        return None
+    return parse_time(run_status(run).get("completedAt")) or first_seen.get(name_of(run))
+
+
+def unrecorded_run(
+    stage: Mapping[str, Any], runs: Runs
+) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """(entry, run) when the current verification entry
+    (``freightHistory[0].verificationHistory[0]``) still says Pending/Running while its
+    run (by ``analysisRun.name``) has completed; else None."""
+    entry = current_verification(current_freight(stage))
+    if entry is None or entry.get("phase") not in UNFINISHED_PHASES or not run_of(entry):
+        return None
+    run = next((r for r in runs if name_of(r) == run_of(entry)), None)
+    if run is None or run_phase(run) not in COMPLETED_RUN_PHASES:
+        return None
+    return entry, run
+
+
+def lagging(
+    stage: Mapping[str, Any], runs: Runs, first_seen: Mapping[str, dt.datetime]
+) -> Lagging | None:
+    """The unrecorded run of the current verification (``unrecorded_run``) with the
+    time it finished, however long ago; None when there is none or its finish time is
+    unknown."""
+    found = unrecorded_run(stage, runs)
+    if found is None:
+        return None
+    entry, run = found
+    finished_at = run_finished_at(run, first_seen)
+    return Lagging(entry, run, finished_at) if finished_at is not None else None
+
+
+def not_recorded(
+    stage: Mapping[str, Any], runs: Runs, *, now: dt.datetime,
+    lag: float = OBSERVE_LAG_SECONDS, first_seen: Mapping[str, dt.datetime] | None = None,
+) -> list[Anomaly]:
+    """``VerificationNotRecorded``: the run of the current verification finished more
+    than ``lag`` seconds ago and the entry still says Pending/Running (Kargo has not
+    recorded the result; it may only at its next 5-minute requeue)."""
+    found = lagging(stage, runs, first_seen or {})
+    if found is None:
+        return []
+    age = (now - found.finished_at).total_seconds()
+    if age <= lag:
+        return []
+    entry, run = found.entry, found.run
+    return [Anomaly(
+        "VerificationNotRecorded", found.subject,
+        f"AnalysisRun {name_of(run)} finished {run_phase(run)} {age:.0f}s ago, but "
+        f"verification {entry.get('id') or name_of(run)} of Stage {name_of(stage)} still says "
+        f"{entry.get('phase')}: the verifier has not recorded the result (Kargo may do so "
+        "only at its next periodic reconcile; `kargo refresh stage` or rollgate's "
+        "--refresh-lagging asks it at once)")]
+
+
 # ---------------------------------------------------------------- all of them
 
 
@@ -129,13 +210,16 @@ def anomalies(
     *,
     now: dt.datetime,
     grace: float = OBSERVE_GRACE_SECONDS,
+    lag: float = OBSERVE_LAG_SECONDS,
+    first_seen: Mapping[str, dt.datetime] | None = None,
 ) -> list[Anomaly]:
     """Every finding about ``stage``: duplicates, stale runs, verified despite a
-    failure."""
+    failure, not recorded."""
     return [
         *duplicate_runs(stage, runs, now=now, grace=grace),
         *stale_runs(stage, runs),
         *verified_despite_failure(stage, freight),
+        *not_recorded(stage, runs, now=now, lag=lag, first_seen=first_seen),
     ]
 
 
@@ -152,10 +236,26 @@ def _duplicate_due(stage: Mapping[str, Any], runs: Runs, now: dt.datetime,
     return max(1.0, min(waits) + 1.0) if waits else None
 
 
+def _lag_due(stage: Mapping[str, Any], runs: Runs, now: dt.datetime, lag: float,
+             first_seen: Mapping[str, dt.datetime]) -> float | None:
+    """Seconds until the current verification's finished run is ``lag`` old (with a
+    0.1 s margin, so the next pass sees it past due), or None."""
+    found = lagging(stage, runs, first_seen)
+    if found is None:
+        return None
+    wait = lag - (now - found.finished_at).total_seconds()
+    return wait + 0.1 if wait >= 0 else None
+
+
 def recheck_after(
     stage: Mapping[str, Any], runs: Runs, *, now: dt.datetime,
-    grace: float = OBSERVE_GRACE_SECONDS,
+    grace: float = OBSERVE_GRACE_SECONDS, lag: float = OBSERVE_LAG_SECONDS,
+    first_seen: Mapping[str, dt.datetime] | None = None,
 ) -> float | None:
     """Seconds until a finding may become due with no event to wake the Stage (an
-    unrecorded run reaching ``grace``), or None."""
-    return _duplicate_due(stage, runs, now, grace)
+    unrecorded run reaching ``grace``, a finished run of the current verification
+    reaching ``lag``), or None."""
+    waits = [w for w in (_duplicate_due(stage, runs, now, grace),
+                         _lag_due(stage, runs, now, lag, first_seen or {}))
+             if w is not None]
+    return min(waits) if waits else None

@@ -3,13 +3,18 @@
 
 Kargo v1 creates and follows the AnalysisRuns of ``spec.verification`` itself, with no
 per-Stage switch, so on such a cluster rollgate must never become a second verifier.
-This controller creates nothing and writes nothing to Stages, Freight or runs. It
+This controller creates nothing and writes nothing to Stages, Freight or runs, with one
+exception the operator opts into: with ``--refresh-lagging`` it sets Kargo's own
+refresh request (annotation ``kargo.akuity.io/refresh``, a metadata merge patch) on a
+Stage whose current verification Kargo has not recorded, once per such entry. It
 exports metrics of the verifications Kargo finishes and emits a Warning event on the
 Stage, once per finding, for what Kargo is known to get wrong (``anomalies``, pure).
 
 Memory (per process, lost on restart, which is harmless): what was counted or reported,
 so nothing is counted or reported twice (a verification that finished before the process
-started is not counted again: its finish time is older).
+started is not counted again: its finish time is older); when the run of a Stage's
+current verification was first seen completed (the fallback when the run has no
+``status.completedAt``); which lagging entries were refreshed.
 """
 
 from __future__ import annotations
@@ -20,25 +25,41 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from kubekit.kinds import FREIGHT, STAGE
+from kubekit.rest import MERGE_PATCH, is_not_found
 from schemas.objects import Obj, meta_of
 
+from ..conditions import format_time
 from ..runtime.types import Context, Key, Requeue
-from .anomalies import Anomaly, anomalies, recheck_after
+from .anomalies import Anomaly, anomalies, recheck_after, unrecorded_run
 from .metrics import VerificationMetrics
-from .options import OBSERVE_GRACE_SECONDS
-from .payloads import FINISHED, current_freight, freight_names, parse_time, verification_history
+from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
+from .payloads import (
+    FINISHED,
+    current_freight,
+    freight_names,
+    name_of,
+    parse_time,
+    refresh_patch,
+    verification_history,
+)
 from .watches import INDEXES, WATCHES, stage_runs
 
 log = logging.getLogger("reconciler.verification-observer")
 
+NOT_RECORDED = "VerificationNotRecorded"
+
 
 class _Memory:
-    """What this process has counted and reported (thread-safe)."""
+    """What this process has counted, reported, seen and refreshed (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done: set[tuple[str, str]] = set()  # (stage uid, what)
+        # stage uid -> (run name, when first seen completed): the current entry's run only
+        self._completed: dict[str, tuple[str, dt.datetime]] = {}
 
     def first(self, uid: str, what: str) -> bool:
         """True the first time (uid, what) is asked about."""
@@ -47,6 +68,18 @@ class _Memory:
                 return False
             self._done.add((uid, what))
             return True
+
+    def forget(self, uid: str, what: str) -> None:
+        with self._lock:
+            self._done.discard((uid, what))
+
+    def first_seen(self, uid: str, run: str, now: dt.datetime) -> dict[str, dt.datetime]:
+        """``{run: when it was first seen completed}``, remembering ``now`` the first time."""
+        with self._lock:
+            seen = self._completed.get(uid)
+            if seen is None or seen[0] != run:
+                seen = self._completed[uid] = (run, now)
+            return {seen[0]: seen[1]}
 
 
 class VerificationObserver:
@@ -58,6 +91,8 @@ class VerificationObserver:
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = options or {}
         self.grace = _seconds(options, "observe_grace_seconds", OBSERVE_GRACE_SECONDS)
+        self.lag = _seconds(options, "observe_lag_seconds", OBSERVE_LAG_SECONDS)
+        self.refresh = bool(options.get("refresh_lagging"))
         self.metrics = VerificationMetrics()
         self.collectors = self.metrics.collectors  # served by the runtime on /metrics
         # Whole seconds, as Kubernetes timestamps are: a verification that finished in
@@ -70,16 +105,22 @@ class VerificationObserver:
         if stage is None:
             return
         uid = str(meta_of(stage).get("uid") or key)
+        now = dt.datetime.now(dt.UTC)
         self._count_finished(key, uid, stage)
         runs = stage_runs(ctx.cache, key.namespace, key.name)
+        first_seen = self._first_seen(uid, stage, runs, now)
         current = current_freight(stage)
         freight = {n: ctx.cache.get(FREIGHT, key.namespace, n)
                    for n in (freight_names(current) if current is not None else [])}
-        found = anomalies(stage, runs, freight, now=dt.datetime.now(dt.UTC), grace=self.grace)
+        found = anomalies(stage, runs, freight, now=now, grace=self.grace, lag=self.lag,
+                          first_seen=first_seen)
         self._report(ctx, key, uid, stage, found)
-        after = recheck_after(stage, runs, now=dt.datetime.now(dt.UTC), grace=self.grace)
+        self._refresh(ctx, key, uid, stage, found)
+        # The same ``now`` as the findings: what was not yet due there is due later.
+        after = recheck_after(stage, runs, now=now, grace=self.grace, lag=self.lag,
+                              first_seen=first_seen)
         if after is not None:
-            raise Requeue(after, "a run no verification records yet")
+            raise Requeue(after, "a finding may become due with no event to wake the Stage")
 
     # -- the steps of a pass --------------------------------------------------------
     def _count_finished(self, key: Key, uid: str, stage: Obj) -> None:
@@ -89,6 +130,15 @@ class VerificationObserver:
             if entry.get("phase") in FINISHED and finished is not None and (
                     finished >= self._started) and self._memory.first(uid, f"v/{entry.get('id')}"):
                 self.metrics.record_finished(namespace=key.namespace, stage=stage, entry=entry)
+
+    def _first_seen(self, uid: str, stage: Obj, runs: Sequence[Obj],
+                    now: dt.datetime) -> dict[str, dt.datetime]:
+        """When the current entry's run was first seen completed, for a run without
+        ``status.completedAt``."""
+        found = unrecorded_run(stage, runs)
+        if found is None:
+            return {}
+        return self._memory.first_seen(uid, name_of(found[1]), now)
 
     def _report(self, ctx: Context, key: Key, uid: str, stage: Obj,
                 found: Sequence[Anomaly]) -> None:
@@ -100,6 +150,31 @@ class VerificationObserver:
                                                        "detail": anomaly.message})
             ctx.events.emit(stage, type="Warning", reason=anomaly.kind, message=anomaly.message)
             self.metrics.anomaly(key.namespace, key.name, anomaly.kind)
+
+    def _refresh(self, ctx: Context, key: Key, uid: str, stage: Obj,
+                 found: Sequence[Anomaly]) -> None:
+        """With ``--refresh-lagging``: Kargo's refresh request on the Stage, once per
+        lagging entry. Remembered in memory only, so a restarted reconciler may refresh
+        a still-lagging entry once more: harmless, it only asks Kargo to reconcile."""
+        if not self.refresh:
+            return
+        for anomaly in found:
+            what = f"r/{anomaly.subject}"
+            if anomaly.kind != NOT_RECORDED or not self._memory.first(uid, what):
+                continue
+            body = refresh_patch(format_time(dt.datetime.now(dt.UTC)))
+            try:
+                updated = ctx.client.patch(STAGE, key.namespace, key.name, body,
+                                           content_type=MERGE_PATCH)
+            except ApiException as exc:
+                if is_not_found(exc):
+                    return  # the Stage is gone
+                self._memory.forget(uid, what)  # retried with the key's backoff
+                raise
+            # The watch's echo of this write then wakes nothing (the informer skips it).
+            ctx.cache.observe(STAGE, updated)
+            log.info("asked Kargo to refresh the Stage", extra={
+                "key": str(key), "entry": anomaly.subject})
 
 
 def _seconds(options: Mapping[str, Any], key: str, default: float) -> float:

@@ -13,3 +13,6 @@ DEFAULT_MODE: Final = "observe"
 # --observe-grace-seconds: how old a run no verification records must be before it
 # counts as a duplicate.
 OBSERVE_GRACE_SECONDS: Final = 60.0
+# --observe-lag-seconds: how long after the run of the current verification finished
+# the entry may still say Pending/Running before it counts as not recorded.
+OBSERVE_LAG_SECONDS: Final = 10.0

@@ -35,6 +35,12 @@ Phase = Literal["Pending", "Running", "Successful", "Failed", "Error", "Inconclu
 FINISHED: Final[frozenset[str]] = frozenset(
     {"Successful", "Failed", "Error", "Inconclusive", "Aborted"})
 
+# Kargo's refresh request (api/v1alpha1 AnnotationKeyRefresh): a new value makes
+# Kargo's controller reconcile the object at once; its CLI and UI write the time of
+# the request (pkg/api/refresh.go, RFC 3339).
+ANNOTATION_REFRESH: Final = "kargo.akuity.io/refresh"
+
+
 class AnalysisRunReference(TypedDict):
     name: str
     namespace: str
@@ -102,7 +108,18 @@ class FreightStatusPatch(TypedDict):
 class AnalysisRunStatus(TypedDict, total=False):
     phase: str
     message: str
-    completedAt: str
+    startedAt: str
+    completedAt: str  # set by Argo Rollouts when the run reaches a completed phase
+
+
+class _Annotations(TypedDict):
+    annotations: dict[str, str]
+
+
+class RefreshPatch(TypedDict):
+    """The merge patch of a Stage's metadata that asks Kargo to reconcile it."""
+
+    metadata: _Annotations
 
 
 # ---------------------------------------------------------------- status readers
@@ -177,6 +194,11 @@ def promotion_finished_at(stage: Mapping[str, Any]) -> dt.datetime | None:
 def verified_in(freight: Mapping[str, Any] | None) -> dict[str, Any]:
     """The Stages a Freight is verified in (``status.verifiedIn``), by name."""
     return as_dict(freight_status(freight).get("verifiedIn")) if freight is not None else {}
+
+
+def refresh_patch(now: str) -> RefreshPatch:
+    """Kargo's refresh request as its CLI and UI write it, as a merge patch."""
+    return {"metadata": {"annotations": {ANNOTATION_REFRESH: now}}}
 
 
 # ---------------------------------------------------------------- AnalysisRun readers

@@ -51,3 +51,24 @@ def test_registering_the_same_collectors_twice_serves_them_once() -> None:
     metrics.register(observer.collectors)
     text = generate_latest(metrics.registry).decode()
     assert text.count("# TYPE rollgate_verification_anomalies_total counter") == 1
+
+
+def test_observe_flags_and_their_defaults() -> None:
+    args = cli.parser().parse_args([])
+    assert args.observe_grace_seconds == options.OBSERVE_GRACE_SECONDS == 60
+    assert args.observe_lag_seconds == options.OBSERVE_LAG_SECONDS == 10
+    assert args.refresh_lagging is False
+    args = cli.parser().parse_args(["--observe-lag-seconds", "2.5", "--refresh-lagging"])
+    assert (args.observe_lag_seconds, args.refresh_lagging) == (2.5, True)
+    controller = controllers.load("stage-verification", vars(args))
+    assert isinstance(controller, VerificationObserver)
+    assert (controller.lag, controller.refresh) == (2.5, True)
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_a_lag_that_is_not_a_number_of_seconds_is_refused(
+        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parser().parse_args(["--observe-lag-seconds", value])
+    assert exc.value.code == 2
+    assert "--observe-lag-seconds" in capsys.readouterr().err
