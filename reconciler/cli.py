@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from kubekit import logs
 from kubekit.client import load_api_client
+from schemas.names import label_value_problem
 
 from . import controllers
 from .plugin_audit import FLAG_MODES
@@ -55,6 +56,17 @@ def _not_negative(value: str) -> float:
     if not number >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return number
+
+
+def _shard(value: str) -> str:
+    """A Kargo shard name: what the ``kargo.akuity.io/shard`` label can hold."""
+    if not value:
+        raise argparse.ArgumentTypeError(
+            "needs a name; for the Stages of no shard use --default-shard")
+    problem = label_value_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a label value: {problem}")
+    return value
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -102,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
                    help="observe mode: set Kargo's refresh request (annotation "
                         "kargo.akuity.io/refresh) on a Stage whose verification is not "
                         "recorded, once per entry; needs manifests/reconciler-refresh")
+    p.add_argument("--shard", type=_shard, default=None, metavar="NAME",
+                   help="observe mode: only the Stages of this Kargo shard (label "
+                        "kargo.akuity.io/shard=NAME), as Kargo's SHARD_NAME selects them")
+    p.add_argument("--default-shard", action="store_true",
+                   help="observe mode: also (without --shard: only) the Stages of no shard, "
+                        "as Kargo's IS_DEFAULT_CONTROLLER; neither flag: every Stage")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")
@@ -128,7 +146,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.stage_verification == "engine" and (args.shard or args.default_shard):
+        # Engine mode cleans up after Stages it cannot see; narrowed to a shard it would
+        # take every other shard's Stages for deleted ones.
+        p.error("--shard and --default-shard select what observe mode watches; engine "
+                "mode verifies every Stage it is given and cannot be sharded")
     logs.setup(args.log_level)
     selected = []
     for name in args.controllers:

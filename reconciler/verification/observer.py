@@ -9,6 +9,8 @@ refresh request (annotation ``kargo.akuity.io/refresh``, a metadata merge patch)
 Stage whose current verification Kargo has not recorded, once per such entry. It
 exports metrics of the verifications Kargo finishes and emits a Warning event on the
 Stage, once per finding, for what Kargo is known to get wrong (``anomalies``, pure).
+With ``--shard``/``--default-shard`` it observes only the Stages of a Kargo shard
+(``shards``).
 
 Memory (per process, lost on restart, which is harmless): what was counted or reported,
 so nothing is counted or reported twice (a verification that finished before the process
@@ -32,7 +34,8 @@ from kubekit.rest import MERGE_PATCH, is_not_found
 from schemas.objects import Obj, meta_of
 
 from ..conditions import format_time
-from ..runtime.types import Context, Key, Requeue
+from ..runtime.types import Context, Key, Requeue, Watch
+from ..runtime.watches import enqueue_self
 from .anomalies import Anomaly, anomalies, recheck_after, unrecorded_run
 from .metrics import VerificationMetrics
 from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
@@ -45,7 +48,8 @@ from .payloads import (
     refresh_patch,
     verification_history,
 )
-from .watches import INDEXES, WATCHES, stage_runs
+from .shards import Shard
+from .watches import INDEXES, RELATED, stage_runs
 
 log = logging.getLogger("reconciler.verification-observer")
 
@@ -84,8 +88,6 @@ class _Memory:
 
 class VerificationObserver:
     name = "stage-verification"
-    primary = STAGE
-    watches = WATCHES
     indexes = INDEXES
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -93,17 +95,26 @@ class VerificationObserver:
         self.grace = _seconds(options, "observe_grace_seconds", OBSERVE_GRACE_SECONDS)
         self.lag = _seconds(options, "observe_lag_seconds", OBSERVE_LAG_SECONDS)
         self.refresh = bool(options.get("refresh_lagging"))
+        self.shard = Shard.from_options(options)
+        selector = self.shard.label_selector()
+        # The Stages of the shard, by label selector where one requirement says which
+        # (the cache then holds only those); otherwise every Stage, filtered in
+        # reconcile (``shards`` says why the union cannot be one selector).
+        self.stages = STAGE.labelled(selector) if selector else STAGE
+        self.primary = self.stages
+        self.watches: tuple[Watch, ...] = (Watch(self.stages, enqueue_self), *RELATED)
         self.metrics = VerificationMetrics()
         self.collectors = self.metrics.collectors  # served by the runtime on /metrics
         # Whole seconds, as Kubernetes timestamps are: a verification that finished in
         # the second this process started still counts.
         self._started = dt.datetime.now(dt.UTC).replace(microsecond=0)
         self._memory = _Memory()
+        log.info("observing %s", self.shard.describe())
 
     def reconcile(self, key: Key, ctx: Context) -> None:
-        stage = ctx.cache.get(STAGE, key.namespace, key.name)
-        if stage is None:
-            return
+        stage = ctx.cache.get(self.stages, key.namespace, key.name)
+        if stage is None or not self.shard.responsible(stage):
+            return  # gone, or another shard's
         uid = str(meta_of(stage).get("uid") or key)
         now = dt.datetime.now(dt.UTC)
         self._count_finished(key, uid, stage)
@@ -172,7 +183,7 @@ class VerificationObserver:
                 self._memory.forget(uid, what)  # retried with the key's backoff
                 raise
             # The watch's echo of this write then wakes nothing (the informer skips it).
-            ctx.cache.observe(STAGE, updated)
+            ctx.cache.observe(self.stages, updated)
             log.info("asked Kargo to refresh the Stage", extra={
                 "key": str(key), "entry": anomaly.subject})
 

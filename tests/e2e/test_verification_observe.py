@@ -204,3 +204,40 @@ def test_a_finished_run_kargo_has_not_recorded_is_reported_and_refreshed_once(
     assert metric(refresher, "rollgate_verification_anomalies_total",
                   kind="VerificationNotRecorded") == 1
     assert [r["metadata"]["name"] for r in cluster.runs("prod")] == [run]
+
+
+def test_shard_flags_observe_the_stages_kargo_shards_would(
+        cluster: Cluster, control_plane: controlplane.ControlPlane, namespace: str) -> None:
+    """--shard a (label selector kargo.akuity.io/shard=a on the Stage informer) and
+    --shard a --default-shard (every Stage cached, the unlabelled ones kept too), as
+    Kargo's SHARD_NAME and IS_DEFAULT_CONTROLLER select them."""
+    common = ("--controllers", "stage-verification", "--stage-verification", "observe",
+              "--namespaces", namespace, "--no-leader-elect")
+    only_a = control_plane.start_reconciler(*common, "--shard", "a", name="reconciler-shard-a")
+    a_and_default = control_plane.start_reconciler(
+        *common, "--shard", "a", "--default-shard", name="reconciler-shard-a-default")
+    try:
+        for proc in (only_a, a_and_default):
+            proc.wait_ready(60)
+        for name, shard in (("in-a", "a"), ("in-b", "b"), ("unlabelled", None)):
+            cluster.stage(name)
+            if shard is not None:
+                cluster.kubectl("label", "stage", name, "-n", namespace,
+                                f"kargo.akuity.io/shard={shard}")
+            cluster.promote(name, "f1")
+            kargo_records(cluster, name, f"{name}.kargo-run", "Successful")
+
+        def finished(proc: controlplane.ManagedProcess, stage: str) -> float:
+            return metric(proc, "rollgate_verifications_finished_total", namespace=namespace,
+                          stage=stage, phase="Successful")
+
+        wait_for("shard a's Stage in both", lambda: finished(only_a, "in-a") == 1 == finished(
+            a_and_default, "in-a"))
+        wait_for("the unlabelled Stage with --default-shard",
+                 lambda: finished(a_and_default, "unlabelled") == 1)
+        time.sleep(2)  # every Stage was written before: nothing else is coming
+        assert finished(only_a, "unlabelled") == 0
+        assert finished(only_a, "in-b") == 0 and finished(a_and_default, "in-b") == 0
+    finally:
+        control_plane.stop_process(only_a)
+        control_plane.stop_process(a_and_default)
