@@ -12,14 +12,16 @@ from schemas.kinds import KINDS
 class Resource:
     """A Kubernetes resource handled as plain JSON.
 
-    ``field_selector`` narrows what an informer lists and watches (``fieldSelector`` on
-    both requests). A controller that needs one object by name declares it with
-    ``named``: the cache then holds only that object, and RBAC can be limited to it
-    with ``resourceNames`` (the API server authorizes a list/watch whose field selector
-    is ``metadata.name=<x>`` as a request for ``<x>``). The selector is part of equality
+    ``field_selector`` and ``label_selector`` narrow what an informer lists and watches
+    (``fieldSelector`` / ``labelSelector`` on both requests). A controller that needs
+    one object by name declares it with ``named``: the cache then holds only that
+    object, and RBAC can be limited to it with ``resourceNames`` (the API server
+    authorizes a list/watch whose field selector is ``metadata.name=<x>`` as a request
+    for ``<x>``). The selector is part of equality
     on purpose: a narrowed resource is a different cache, so asking the cache for the
     unnarrowed one fails loudly instead of silently answering from a subset, and two
-    controllers that select differently get separate informers.
+    controllers that select differently get separate informers. ``labelled`` narrows by
+    labels the same way (a Kargo shard's Stages).
     """
 
     group: str  # "" for the core group
@@ -28,6 +30,7 @@ class Resource:
     kind: str
     namespaced: bool = True
     field_selector: str | None = None
+    label_selector: str | None = None
 
     @property
     def api_version(self) -> str:
@@ -36,6 +39,10 @@ class Resource:
     def named(self, name: str) -> Resource:
         """This resource narrowed to objects called ``name`` (in any watched namespace)."""
         return replace(self, field_selector=f"metadata.name={name}")
+
+    def labelled(self, selector: str) -> Resource:
+        """This resource narrowed to objects whose labels match ``selector``."""
+        return replace(self, label_selector=selector)
 
 
 def of_kind(kind: str) -> Resource:

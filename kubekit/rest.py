@@ -52,14 +52,18 @@ def resource_path(
 
 
 def _selected(resource: Resource, query: Mapping[str, Any]) -> dict[str, Any]:
-    """``query`` narrowed by the resource's field selector, if it has one.
+    """``query`` narrowed by the resource's field and label selectors, if it has them.
 
     Done here, for every list and watch, so that a resource declared with
-    ``Resource.named`` can never be read wider than RBAC ``resourceNames`` allow.
+    ``Resource.named`` can never be read wider than RBAC ``resourceNames`` allow, and one
+    declared with ``Resource.labelled`` never holds objects outside its selector.
     """
+    out = dict(query)
     if resource.field_selector:
-        return {**query, "fieldSelector": resource.field_selector}
-    return dict(query)
+        out["fieldSelector"] = resource.field_selector
+    if resource.label_selector:
+        out["labelSelector"] = resource.label_selector
+    return out
 
 class Rest:
     """Thin JSON client; safe to share between threads (urllib3 pools are)."""

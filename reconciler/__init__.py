@@ -1,6 +1,7 @@
 """rollgate's reconciler: Stage verification and RolloutManager plugins controllers.
 
-``runtime/`` runs controllers (caches, queues, leader election, health/metrics);
-``analysis`` and ``verification`` are the pure rules of Stage verification;
-``controllers/`` holds the controllers, loaded by name (``python -m reconciler``).
+``runtime/`` runs controllers (caches, queues, leader election, health/metrics) and
+knows no feature; ``verification/`` is Stage verification (its pure rules and its two
+controllers, engine and observe); ``controllers/`` is the registry the command line
+loads controllers from by name (``python -m reconciler``), and the plugins controller.
 """

@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 
 from kubekit import logs
 from kubekit.client import load_api_client
+from schemas.names import label_value_problem
 
 from . import controllers
 from .plugins.decisions import FLAG_MODES
 from .plugins.digests import DownloadLimits, check_ca_file
 from .runtime.manager import Manager
+from .verification import options as verification
 
 log = logging.getLogger("reconciler")
 _LIMITS = DownloadLimits()  # the defaults of the download flags
@@ -46,6 +48,27 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def _not_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not number >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return number
+
+
+def _shard(value: str) -> str:
+    """A Kargo shard name: what the ``kargo.akuity.io/shard`` label can hold."""
+    if not value:
+        raise argparse.ArgumentTypeError(
+            "needs a name; for the Stages of no shard use --default-shard")
+    problem = label_value_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a label value: {problem}")
+    return value
+
+
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
@@ -70,14 +93,33 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--identity", default=f"{socket.gethostname()}_{os.getpid()}")
     p.add_argument("--controllers", type=_csv, default=list(controllers.DEFAULT),
                    help="comma list (default: " + ",".join(controllers.DEFAULT) + ")")
-    p.add_argument("--stage-verification", choices=controllers.VERIFICATION_MODES,
-                   default="observe",
+    p.add_argument("--stage-verification", choices=verification.MODES,
+                   default=verification.DEFAULT_MODE,
                    help="engine: rollgate verifies Stages (only where no Kargo controller "
-                        "does); observe (default): read-only metrics and Warning events about "
-                        "Kargo's own verification; off")
-    p.add_argument("--observe-grace-seconds", type=float, default=60.0,
+                        "does); observe (default): metrics and Warning events about Kargo's "
+                        "own verification, writing nothing (but the refresh request of "
+                        "--refresh-lagging); off")
+    p.add_argument("--observe-grace-seconds", type=float,
+                   default=verification.OBSERVE_GRACE_SECONDS,
                    help="observe mode: how old a run that no verification records must be "
-                        "before it counts as a duplicate (default 60)")
+                        f"before it counts as a duplicate (default "
+                        f"{verification.OBSERVE_GRACE_SECONDS:g})")
+    p.add_argument("--observe-lag-seconds", type=_not_negative,
+                   default=verification.OBSERVE_LAG_SECONDS,
+                   help="observe mode: how long after the run of a Stage's current "
+                        "verification finished the entry may still say Pending/Running "
+                        "before it is reported (VerificationNotRecorded; default "
+                        f"{verification.OBSERVE_LAG_SECONDS:g})")
+    p.add_argument("--refresh-lagging", action="store_true",
+                   help="observe mode: set Kargo's refresh request (annotation "
+                        "kargo.akuity.io/refresh) on a Stage whose verification is not "
+                        "recorded, once per entry; needs manifests/reconciler-refresh")
+    p.add_argument("--shard", type=_shard, default=None, metavar="NAME",
+                   help="observe mode: only the Stages of this Kargo shard (label "
+                        "kargo.akuity.io/shard=NAME), as Kargo's SHARD_NAME selects them")
+    p.add_argument("--default-shard", action="store_true",
+                   help="observe mode: also (without --shard: only) the Stages of no shard, "
+                        "as Kargo's IS_DEFAULT_CONTROLLER; neither flag: every Stage")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
     p.add_argument("--workers", type=int, default=4, help="worker threads per controller")
@@ -104,7 +146,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.stage_verification == "engine" and (args.shard or args.default_shard):
+        # Engine mode cleans up after Stages it cannot see; narrowed to a shard it would
+        # take every other shard's Stages for deleted ones.
+        p.error("--shard and --default-shard select what observe mode watches; engine "
+                "mode verifies every Stage it is given and cannot be sharded")
     logs.setup(args.log_level)
     selected = []
     for name in args.controllers:

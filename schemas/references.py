@@ -4,9 +4,10 @@ Templates are looked up through a callable the caller passes in (``schemas`` doe
 I/O). These are warnings, never errors: templates may legitimately be created after the
 Stage, and the reconciler reports the real outcome as a verification ``Error``.
 
-``walk_templates`` is the one template walk: the builder (reconciler/analysis.py) uses it
-too, so a Stage the webhook lets through silently can never make the builder fail in a
-different way (DESIGN.md "Builder").
+``walk_templates`` is the one template walk: the builder
+(reconciler/verification/analysis_run.py) uses it too, so a Stage the webhook lets
+through silently can never make the builder fail in a different way (README, "Engine
+mode", *The run*).
 """
 
 from __future__ import annotations

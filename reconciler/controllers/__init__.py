@@ -2,7 +2,9 @@
 
 Entries are ``"module:Class"`` strings imported only when selected, so a broken
 import in one controller cannot keep the other from running. ``stage-verification``
-has one class per ``--stage-verification`` mode (``off`` runs none).
+has one class per ``--stage-verification`` mode (``off`` runs none); the modes and
+their default come from ``reconciler.verification.options``, the one place both this
+loader and the command line take them from.
 """
 
 from __future__ import annotations
@@ -12,16 +14,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..runtime.types import Controller
+from ..verification.options import DEFAULT_MODE, MODES
 
 REGISTRY: dict[str, str] = {
-    "stage-verification": "reconciler.controllers.stage_verification:StageVerificationController",
-    "stage-verification/observe":
-        "reconciler.controllers.verification_observer:VerificationObserver",
+    "stage-verification": "reconciler.verification.engine:StageVerificationController",
+    "stage-verification/observe": "reconciler.verification.observer:VerificationObserver",
     "rollout-plugins": "reconciler.plugins.controller:RolloutPluginsController",
 }
 
 DEFAULT = ("stage-verification", "rollout-plugins")
-VERIFICATION_MODES = ("engine", "observe", "off")
+VERIFICATION_MODES = MODES
+DEFAULT_VERIFICATION_MODE = DEFAULT_MODE
 
 
 class UnknownController(ValueError):
@@ -32,7 +35,10 @@ def load(name: str, options: Mapping[str, Any] | None = None) -> Controller | No
     """Import and instantiate the controller registered as ``name``; None when its mode
     turns it off."""
     if name == "stage-verification":
-        mode = (options or {}).get("stage_verification", "engine")
+        mode = (options or {}).get("stage_verification") or DEFAULT_VERIFICATION_MODE
+        if mode not in VERIFICATION_MODES:
+            raise UnknownController(f"unknown --stage-verification mode {mode!r} (known: "
+                                    f"{', '.join(VERIFICATION_MODES)})")
         if mode == "off":
             return None
         if mode == "observe":

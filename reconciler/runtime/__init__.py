@@ -5,7 +5,9 @@ How to write a controller
 
 A controller is a class built from the parsed flags (``cls(options)``) that
 satisfies ``types.Controller``; register it in ``reconciler/controllers/__init__.py``
-as ``"name": "module:Class"`` (imported lazily, only when selected with --controllers)::
+as ``"name": "module:Class"`` (imported lazily, only when selected with --controllers).
+The runtime knows no feature: a feature's code, metrics included, lives in its own
+package (``reconciler/verification/``)::
 
     class MyController:
         name = "my-controller"              # also the --controllers value
@@ -34,9 +36,9 @@ as ``"name": "module:Class"`` (imported lazily, only when selected with --contro
 
         # Optional: extra keys to queue on every periodic resync (e.g. to find
         # leftovers of deleted primaries): def resync_keys(self, cache) -> Iterable[Key]
-        # Optional: the feature's Prometheus collectors, served on the same /metrics
-        # (the runtime registers them; it knows no feature's metrics):
-        collectors = (my_gauge,)
+        # Optional: the feature's Prometheus collectors, created with registry=None;
+        # the runtime registers them with its registry and serves them on /metrics.
+        collectors = (MY_COUNTER,)
 
 Rules the runtime guarantees and relies on:
 

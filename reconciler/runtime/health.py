@@ -21,19 +21,13 @@ log = logging.getLogger("reconciler.health")
 
 
 class Metrics:
-    """The runtime's metrics, in a registry of their own (no global state in tests).
-
-    A feature's metrics are the feature's: a controller that has ``collectors`` gets
-    them served here (``serve``), so the runtime needs to know nothing about them.
-    """
-
-    def serve(self, collectors: Iterable[Collector]) -> None:
-        """Serve ``collectors`` on this registry's ``/metrics`` as well."""
-        for collector in collectors:
-            self.registry.register(collector)
+    """The runtime's metrics, in a registry of their own (no global state in tests), on
+    which features register their own collectors (``register``)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._lock = threading.Lock()
+        self._served: set[int] = set()  # ids of the collectors registered by features
         r = self.registry
         self.reconciles = Counter(
             "rollgate_reconciler_reconcile", "Reconciles by controller and result "
@@ -60,30 +54,15 @@ class Metrics:
         self.leader = Gauge(
             "rollgate_reconciler_leader", "1 while this replica holds the lease", registry=r,
         )
-        # Verification, in engine mode (rollgate's runs) and observe mode (Kargo's).
-        self.verifications = Counter(
-            "rollgate_verifications_finished", "Verifications that finished, by namespace, "
-            "stage and phase", ["namespace", "stage", "phase"], registry=r,
-        )
-        self.verification_duration = Histogram(
-            "rollgate_verification_duration_seconds", "Start to finish of a verification",
-            ["phase"], registry=r,
-            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
-        )
-        self.promotion_to_verified = Histogram(
-            "rollgate_promotion_to_verified_seconds", "From the end of the promotion to the "
-            "successful verification of its freight", registry=r,
-            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
-        )
-        self.verifier_conflicts = Counter(
-            "rollgate_verifier_conflicts", "Passes that found another verifier acting on a "
-            "Stage's current freight (engine mode leaves it alone)", ["namespace", "stage"],
-            registry=r,
-        )
-        self.verification_anomalies = Counter(
-            "rollgate_verification_anomalies", "What observe mode found wrong in another "
-            "verifier's work, by kind", ["namespace", "stage", "kind"], registry=r,
-        )
+
+    def register(self, collectors: Iterable[Collector]) -> None:
+        """Serve a feature's collectors on /metrics too, each once (a feature's metrics
+        are its own; the runtime only serves them)."""
+        with self._lock:
+            for collector in collectors:
+                if id(collector) not in self._served:
+                    self.registry.register(collector)
+                    self._served.add(id(collector))
 
 
 class HealthServer:

@@ -7,7 +7,7 @@ list again and diff against the store so no delete is missed.
 
 A resource with a ``field_selector`` is listed and watched with ``fieldSelector``, so
 the store holds only the selected objects and the requests stay within RBAC rules
-limited by ``resourceNames``.
+limited by ``resourceNames``; one with a ``label_selector`` with ``labelSelector``.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ class Informer:
     @property
     def name(self) -> str:
         scope = self.namespace or "*"
-        # The selector tells apart two informers of one kind in readiness messages.
-        selector = f"[{self.resource.field_selector}]" if self.resource.field_selector else ""
+        # The selectors tell apart two informers of one kind in readiness messages.
+        selector = "".join(f"[{s}]" for s in (self.resource.field_selector,
+                                               self.resource.label_selector) if s)
         return f"{self.resource.plural}.{self.resource.group or 'core'}/{scope}{selector}"
 
     def start(self) -> None:

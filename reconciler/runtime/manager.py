@@ -45,6 +45,7 @@ class ControllerRunner:
         self.workers = workers
         self._threads: list[threading.Thread] = []
         metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
+        metrics.register(getattr(controller, "collectors", ()))  # the feature's metrics
 
     def keys_for(self, resource: Resource, old: Obj | None, new: Obj, cache: Cache) -> set[Key]:
         return keys_for(self.controller.watches, resource, old, new, cache)
@@ -142,7 +143,6 @@ class Manager:
             for resource, indexes in (getattr(c, "indexes", None) or {}).items():
                 for index_name, func in indexes.items():
                     self.stores[resource].add_index(index_name, func)
-            self.metrics.serve(getattr(c, "collectors", ()))
         self.ctx = Context(
             cache=self.cache,
             client=self.rest,

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from kubekit.kinds import Resource
 from schemas.objects import Obj, meta_of
 
+from .health import Metrics
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class Key:
@@ -103,7 +105,7 @@ class Context:
     client: Client
     events: EventRecorder
     options: Mapping[str, Any]  # parsed command-line flags, by dest name
-    metrics: Any = None  # runtime.health.Metrics; None in unit tests that do not look
+    metrics: Metrics | None = None  # the runtime's; None in unit tests that do not look
 
 
 # (old, new, cache) -> keys of primary objects to reconcile. ``new`` is the object the
@@ -130,7 +132,7 @@ class Controller(Protocol):
     Optionally it also has ``indexes`` (resource -> index name -> function, added to
     the cache's stores, see ``Cache.by_index``), ``resync_keys(cache)`` (see
     ``reconciler.runtime``) and ``collectors`` (its feature's Prometheus collectors,
-    served on the runtime's ``/metrics``).
+    registered with no registry; the runtime serves them on /metrics).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value

@@ -502,9 +502,10 @@ def test_mutating_webhook_fails_open_when_the_webhook_is_down(
 # ---------------------------------------------------------------- manifests the harness installs
 
 
-def test_dev_overlay_is_the_production_install_plus_crds_and_engine_rbac(kubectl: Kubectl):
+def test_dev_overlay_is_the_production_install_plus_crds_and_opt_in_rbac(kubectl: Kubectl):
     """`make dev` and these tests install manifests/overlays/dev; it must not drift
-    from what a real cluster gets, and production must never carry the CRDs."""
+    from what a real cluster gets, and production must never carry the CRDs nor the
+    opt-in RBAC components (engine mode, observe mode's --refresh-lagging)."""
     root = REPO / "manifests"
 
     def rendered(path: Path) -> list[dict[str, Any]]:
@@ -513,13 +514,20 @@ def test_dev_overlay_is_the_production_install_plus_crds_and_engine_rbac(kubectl
 
     production = rendered(root)
     engine = rendered(root / "reconciler-engine")
+    refresh = rendered(root / "reconciler-refresh")
     dev = rendered(root / "overlays" / "dev")
     crds = [o for o in dev if o["kind"] == "CustomResourceDefinition"]
 
     assert not [o for o in production if o["kind"] == "CustomResourceDefinition"]
-    assert not [o for o in production if o["metadata"]["name"] == "rollgate-reconciler-engine"]
+    for component in ("rollgate-reconciler-engine", "rollgate-reconciler-refresh"):
+        assert not [o for o in production if o["metadata"]["name"] == component]
+    # The refresh component grants exactly `patch` on Stages (not their status).
+    (role,) = [o for o in refresh if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": ["kargo.akuity.io"], "resources": ["stages"],
+                              "verbs": ["patch"]}]
     rest = [o for o in dev if o["kind"] != "CustomResourceDefinition"]
-    assert sorted(map(json.dumps, rest)) == sorted(map(json.dumps, production + engine))
+    assert sorted(map(json.dumps, rest)) == sorted(
+        map(json.dumps, production + engine + refresh))
     names = {o["metadata"]["name"] for o in crds}
     assert {"stages.kargo.akuity.io", "freights.kargo.akuity.io",
             "analysistemplates.argoproj.io", "clusteranalysistemplates.argoproj.io",

@@ -24,7 +24,7 @@ import kargo
 import pytest
 from verification_kit import Cluster, MetricServer, verdict_template, wait_for
 
-from reconciler.analysis import freight_collection_id
+from reconciler.verification.naming import freight_collection_id
 
 # What rollgate may write into a Stage's status: Kargo's own fields only.
 KARGO_STATUS_FIELDS = {"freightHistory", "lastPromotion", "health", "conditions",

@@ -9,6 +9,7 @@ nothing, and report what Kargo gets wrong as Warning events and metrics.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import urllib.request
 import uuid
@@ -19,7 +20,7 @@ import controlplane
 import pytest
 from verification_kit import Cluster, wait_for
 
-from reconciler.analysis import freight_collection_id
+from reconciler.verification.naming import freight_collection_id
 
 
 @pytest.fixture
@@ -29,6 +30,20 @@ def observer(control_plane: controlplane.ControlPlane,
         "--controllers", "stage-verification", "--stage-verification", "observe",
         "--observe-grace-seconds", "2", "--namespaces", namespace, "--no-leader-elect",
         name="reconciler-observe")
+    proc.wait_ready(60)
+    yield proc
+    control_plane.stop_process(proc)
+
+
+@pytest.fixture
+def refresher(control_plane: controlplane.ControlPlane,
+              namespace: str) -> Iterator[controlplane.ManagedProcess]:
+    """Observe mode with a short lag and --refresh-lagging (its RBAC comes with the dev
+    overlay: manifests/reconciler-refresh)."""
+    proc = control_plane.start_reconciler(
+        "--controllers", "stage-verification", "--stage-verification", "observe",
+        "--observe-lag-seconds", "2", "--refresh-lagging", "--namespaces", namespace,
+        "--no-leader-elect", name="reconciler-refresh")
     proc.wait_ready(60)
     yield proc
     control_plane.stop_process(proc)
@@ -160,3 +175,69 @@ def test_each_known_kargo_fault_is_one_warning_event(cluster: Cluster, observer:
     time.sleep(5)
     assert versions(cluster) == before  # rollgate wrote nothing
     assert len(cluster.runs("prod")) == 3
+
+
+def test_a_finished_run_kargo_has_not_recorded_is_reported_and_refreshed_once(
+        cluster: Cluster, refresher: Any) -> None:
+    """Kargo's entry still says Running after its run finished (its write of the result
+    never comes): VerificationNotRecorded once the lag (2 s here) is past, without
+    waiting for a resync, and Kargo's own refresh request, set once."""
+    cluster.stage("prod")
+    cluster.promote("prod", "f1")
+    run = kargo_run(cluster, "prod", "f1")
+    kargo_records(cluster, "prod", run, "Running")
+    done = wait_for("the run to succeed", lambda: (cluster.get("analysisrun", run) or {}).get(
+        "status", {}).get("completedAt"))
+    finished = dt.datetime.fromisoformat(done.replace("Z", "+00:00"))
+    events = wait_for("VerificationNotRecorded", lambda: cluster.events(
+        "VerificationNotRecorded"), timeout=20)  # the resync period is 300 s
+    assert events[0]["type"] == "Warning" and run in events[0]["message"]
+    value = wait_for("Kargo's refresh annotation", lambda: (cluster.get("stage", "prod") or {})[
+        "metadata"].get("annotations", {}).get("kargo.akuity.io/refresh"))
+    refreshed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))  # RFC 3339
+    assert refreshed >= finished + dt.timedelta(seconds=1)  # after the lag, not before
+    before = cluster.get("stage", "prod") or {}
+    time.sleep(5)
+    after = cluster.get("stage", "prod") or {}
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert len(cluster.events("VerificationNotRecorded")) == 1
+    assert metric(refresher, "rollgate_verification_anomalies_total",
+                  kind="VerificationNotRecorded") == 1
+    assert [r["metadata"]["name"] for r in cluster.runs("prod")] == [run]
+
+
+def test_shard_flags_observe_the_stages_kargo_shards_would(
+        cluster: Cluster, control_plane: controlplane.ControlPlane, namespace: str) -> None:
+    """--shard a (label selector kargo.akuity.io/shard=a on the Stage informer) and
+    --shard a --default-shard (every Stage cached, the unlabelled ones kept too), as
+    Kargo's SHARD_NAME and IS_DEFAULT_CONTROLLER select them."""
+    common = ("--controllers", "stage-verification", "--stage-verification", "observe",
+              "--namespaces", namespace, "--no-leader-elect")
+    only_a = control_plane.start_reconciler(*common, "--shard", "a", name="reconciler-shard-a")
+    a_and_default = control_plane.start_reconciler(
+        *common, "--shard", "a", "--default-shard", name="reconciler-shard-a-default")
+    try:
+        for proc in (only_a, a_and_default):
+            proc.wait_ready(60)
+        for name, shard in (("in-a", "a"), ("in-b", "b"), ("unlabelled", None)):
+            cluster.stage(name)
+            if shard is not None:
+                cluster.kubectl("label", "stage", name, "-n", namespace,
+                                f"kargo.akuity.io/shard={shard}")
+            cluster.promote(name, "f1")
+            kargo_records(cluster, name, f"{name}.kargo-run", "Successful")
+
+        def finished(proc: controlplane.ManagedProcess, stage: str) -> float:
+            return metric(proc, "rollgate_verifications_finished_total", namespace=namespace,
+                          stage=stage, phase="Successful")
+
+        wait_for("shard a's Stage in both", lambda: finished(only_a, "in-a") == 1 == finished(
+            a_and_default, "in-a"))
+        wait_for("the unlabelled Stage with --default-shard",
+                 lambda: finished(a_and_default, "unlabelled") == 1)
+        time.sleep(2)  # every Stage was written before: nothing else is coming
+        assert finished(only_a, "unlabelled") == 0
+        assert finished(only_a, "in-b") == 0 and finished(a_and_default, "in-b") == 0
+    finally:
+        control_plane.stop_process(only_a)
+        control_plane.stop_process(a_and_default)

@@ -1,4 +1,5 @@
-"""Informers narrowed by a field selector (``Resource.named``).
+"""Informers narrowed by a field selector (``Resource.named``) or a label selector
+(``Resource.labelled``).
 
 The requests are checked where they leave ``Rest`` (its ``raw``), so the test covers
 what the API server would receive for both the list and the watch.
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, STAGE
 from kubekit.rest import Rest
 from reconciler.controllers import load
 from reconciler.runtime.cache import CacheView, Store
@@ -116,3 +117,25 @@ def test_manager_narrows_the_plugins_watches_to_the_flagged_names() -> None:
     assert by_plural["configmaps"] == CONFIG_MAP.named("argo-rollouts-config")
     assert by_plural["rolloutmanagers"] == ROLLOUT_MANAGER
     assert len(manager.informers) == 3
+
+
+def test_labelled_resource_is_listed_and_watched_with_a_label_selector() -> None:
+    selected = STAGE.labelled("kargo.akuity.io/shard=a")
+    stage = {"metadata": {"name": "s", "namespace": "ns", "resourceVersion": "3",
+                          "labels": {"kargo.akuity.io/shard": "a"}}}
+    rest, store = run(selected, {"metadata": {"resourceVersion": "3"}, "items": [stage]}, [])
+    (list_path, list_query), (_, watch_query) = rest.requests
+    assert list_path == "/apis/kargo.akuity.io/v1alpha1/stages"
+    assert list_query["labelSelector"] == watch_query["labelSelector"] == (
+        "kargo.akuity.io/shard=a")
+    assert "fieldSelector" not in list_query and "fieldSelector" not in watch_query
+    assert store.get("ns", "s") is not None
+    assert selected != STAGE and selected.kind == "Stage"
+    informer = Informer(rest=rest, resource=selected, namespace=None, store=Store(selected),
+                        handler=lambda etype, old, new: None, stop=threading.Event())
+    assert informer.name == "stages.kargo.akuity.io/*[kargo.akuity.io/shard=a]"
+
+
+def test_unselected_resource_sends_no_label_selector() -> None:
+    rest, _ = run(STAGE, {"metadata": {"resourceVersion": "1"}, "items": []}, [])
+    assert all("labelSelector" not in query for _, query in rest.requests)

@@ -159,7 +159,7 @@ class World:
     def serve_metrics(self) -> None:
         """The runtime's metrics, serving the controller's collectors as the Manager does."""
         self.metrics = Metrics()
-        self.metrics.serve(self.controller.collectors)
+        self.metrics.register(self.controller.collectors)
         self.registry = self.metrics.registry
 
     def rm(self, plugins: dict[str, Any], *, name: str = "rollouts", uid: str = "u-1",

@@ -1,4 +1,4 @@
-"""Stage verification as a pure plan (DESIGN.md "Verification behaviour", engine mode).
+"""Stage verification, engine mode, as a pure plan (README, "Engine mode").
 
 ``plan`` reads one Stage, its AnalysisRuns and Freight as the cache holds them and
 returns everything a pass must do: the whole new value of the status fields rollgate
@@ -7,49 +7,55 @@ writes (``status.freightHistory`` with its ``verificationHistory`` entries, and 
 ``verifiedIn`` patches and the Events. Nothing here does I/O, so every rule is tested
 without an API server, and a pass over an unchanged world provably plans nothing.
 
+The verification of the current freight is a list of named steps run in order
+(``_Planner.VERIFY_STEPS``), in the spirit of Kargo's ordered sub-reconcilers
+(``reconcile()`` in ``pkg/controller/stages/regular_stages.go``): each step gets the
+facts of the pass and the ``Progress`` so far, and returns the new ``Progress``; none
+reaches into another's variables.
+
 State lives only in Kargo's own fields and in the runs (their deterministic names,
 labels and the ``rollgate.dev/request`` annotation): a restarted reconciler reads the
 same state and reaches the same plan.
 """
-
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, NamedTuple, cast
 
 import schemas
-from schemas.constants import (
-    ANNOTATION_ABORT,
-    ANNOTATION_REQUEST,
-    ANNOTATION_REVERIFY,
-    LABEL_ATTEMPT,
-    LABEL_FREIGHT_COLLECTION,
-    LABEL_MANAGED_BY,
-    LABEL_STAGE,
-    MANAGED_BY,
-)
+from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY
 from schemas.objects import Obj, as_dict, as_list, meta_of
 
-from .analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
-from .conditions import get_condition, set_condition
+from ..conditions import get_condition, set_condition
+from ..payloads import ConditionStatus
+from .analysis_run import AnalysisBuildError
+from .naming import run_name
 from .payloads import (
+    FINISHED,
     AnalysisRunReference,
-    ConditionStatus,
     FreightCollection,
     FreightStatusPatch,
     Phase,
     StageStatusWrite,
     VerificationInfo,
-    freight_status,
+    collection_id,
+    freight_names,
+    is_ours,
+    run_attempt,
+    run_collection,
+    run_of,
+    run_phase,
+    run_request,
     run_status,
     stage_status,
+    verification_history,
+    verified_in,
 )
 
 ACTOR = "rollgate"
-FINISHED: frozenset[str] = frozenset({"Successful", "Failed", "Error", "Inconclusive", "Aborted"})
 HISTORY_LIMIT = 10
 CONDITION = "Verified"
 # AnalysisRun phase -> verification phase (Kargo copies the run's phase the same way).
@@ -120,56 +126,6 @@ class Plan:
     def empty(self) -> bool:
         return not (self.status or self.create or self.terminate or self.freight
                     or self.events)
-
-
-# ---------------------------------------------------------------- reading objects
-
-
-def freight_names(collection: Mapping[str, Any]) -> list[str]:
-    """Sorted names of the Freight in a ``freightHistory`` entry (``items`` by origin)."""
-    names = {name for ref in as_dict(collection.get("items")).values()
-             if isinstance(ref, dict) and isinstance(name := ref.get("name"), str) and name}
-    return sorted(names)
-
-
-def collection_id(collection: Mapping[str, Any]) -> str:
-    """The entry's ``id`` as Kargo wrote it, else computed with Kargo's rule."""
-    found = collection.get("id")
-    return found if isinstance(found, str) and found else freight_collection_id(
-        freight_names(collection))
-
-
-def is_ours(run: Mapping[str, Any]) -> bool:
-    return as_dict(meta_of(run).get("labels")).get(LABEL_MANAGED_BY) == MANAGED_BY
-
-
-def run_stage(run: Mapping[str, Any]) -> str | None:
-    """The Stage a run verifies, by Kargo's label (its full value from our annotation
-    of the same key when the label had to be shortened)."""
-    meta = meta_of(run)
-    label = as_dict(meta.get("labels")).get(LABEL_STAGE)
-    if not isinstance(label, str) or not label:
-        return None
-    full = as_dict(meta.get("annotations")).get(LABEL_STAGE)
-    return full if isinstance(full, str) and label_value(full) == label else label
-
-
-def run_attempt(run: Mapping[str, Any]) -> int:
-    value = str(as_dict(meta_of(run).get("labels")).get(LABEL_ATTEMPT, ""))
-    return int(value) if value.isdigit() else 0
-
-
-def run_collection(run: Mapping[str, Any]) -> str:
-    return str(as_dict(meta_of(run).get("labels")).get(LABEL_FREIGHT_COLLECTION, ""))
-
-
-def run_phase(run: Mapping[str, Any]) -> str:
-    return str(run_status(run).get("phase") or "")
-
-
-def run_request(run: Mapping[str, Any]) -> str | None:
-    value = as_dict(meta_of(run).get("annotations")).get(ANNOTATION_REQUEST)
-    return value if isinstance(value, str) else None
 
 
 class Request(NamedTuple):
@@ -312,6 +268,30 @@ def plan(world: World) -> Plan:
     return _Planner(world).run()
 
 
+# (attempt, reverify request value or None): the attempt a pass starts.
+Start = tuple[int, "str | None"]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the verification steps of one pass read; fixed for the pass."""
+
+    current: Obj  # freightHistory[0], the planner's own copy (the status it writes)
+    cid: str  # its freight collection id
+    names: list[str]  # its Freight names
+    history: list[Obj]  # its verifications as stored, newest first
+    ours: list[Mapping[str, Any]]  # rollgate's runs for this collection
+    next_attempt: int  # one more than any attempt seen in runs or entries
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the steps have decided so far."""
+
+    latest: Obj | None  # the latest verification as this pass sees it
+    start: Start | None = None  # the attempt to start, if any
+
+
 class _Planner:
     def __init__(self, world: World) -> None:
         self.w = world
@@ -326,6 +306,7 @@ class _Planner:
             if isinstance(c, dict)]
         self.runs = {str(meta_of(r).get("name")): r for r in world.runs}
         self.out = Plan()
+        self._conditions: list[Any] | None = None  # None: leave the conditions alone
 
     # -- entry point ------------------------------------------------------------
     def run(self) -> Plan:
@@ -352,51 +333,55 @@ class _Planner:
         self._finish_status()
         return self.out
 
-    # -- steps -------------------------------------------------------------------
+    # -- older freight, a removed stanza, another verifier -------------------------
     def _supersede(self, cid: str) -> None:
         """Unfinished verifications of older freight end: their runs are terminated."""
         for collection in self.history[1:]:
-            history = as_list(collection.get("verificationHistory"))
-            for entry in history:
-                if not isinstance(entry, dict) or entry.get("actor") != ACTOR or (
-                        entry.get("phase") in FINISHED):
+            for entry in verification_history(collection):
+                if entry.get("actor") != ACTOR or entry.get("phase") in FINISHED:
                     continue
-                run = self.runs.get(as_dict(entry.get("analysisRun")).get("name") or "")
-                if run is not None and run_phase(run) in FINISHED and not _terminated(run):
-                    done = entry_from_run(entry, run, self.w.now)  # it ended on its own
-                else:
-                    if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
-                        self.out.terminate.append(Terminate(meta_of(run)["name"], None))
-                    done = finish(entry, phase="Aborted", message=f"superseded by {cid}",
-                                  now=self.w.now)
-                    if run is not None:
-                        # the reference as recorded, with the run's last phase
-                        done["analysisRun"] = cast(AnalysisRunReference, {
-                            **as_dict(entry.get("analysisRun")), "phase": run_phase(run)})
+                done, run = self._superseded(entry, cid)
                 collection["verificationHistory"] = replace_entry(
                     collection["verificationHistory"], done)
                 self._finished(done, run)
 
+    def _superseded(
+        self, entry: Mapping[str, Any], cid: str
+    ) -> tuple[VerificationInfo, Mapping[str, Any] | None]:
+        """How an unfinished verification of older freight ends, and its run."""
+        run = self.runs.get(run_of(entry))
+        if run is not None and run_phase(run) in FINISHED and not _terminated(run):
+            return entry_from_run(entry, run, self.w.now), run  # it ended on its own
+        if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
+            self.out.terminate.append(Terminate(meta_of(run)["name"], None))
+        done = finish(entry, phase="Aborted", message=f"superseded by {cid}", now=self.w.now)
+        if run is not None:
+            # the reference as recorded, with the run's last phase
+            done["analysisRun"] = cast(AnalysisRunReference, {
+                **as_dict(entry.get("analysisRun")), "phase": run_phase(run)})
+        return done, run
+
     def _stanza_removed(self, current: Obj) -> None:
         """No stanza: stop a verification of ours in progress; ``Verified`` goes, as it
         would describe a check that no longer exists (the history stays)."""
-        history = as_list(current.get("verificationHistory"))
-        latest = history[0] if history and isinstance(history[0], dict) else None
+        history = verification_history(current)
+        latest = history[0] if history else None
         if latest and latest.get("actor") == ACTOR and latest.get("phase") not in FINISHED:
-            run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
+            run = self.runs.get(run_of(latest))
             if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
                 self.out.terminate.append(Terminate(meta_of(run)["name"], None))
             done = finish(latest, phase="Aborted",
                           message="aborted: the verification stanza was removed from the Stage",
                           now=self.w.now)
-            current["verificationHistory"] = replace_entry(history, done)
+            current["verificationHistory"] = replace_entry(
+                as_list(current.get("verificationHistory")), done)
             self._finished(done, run)
         self._drop_condition()
 
     def _foreign(self, current: Mapping[str, Any], cid: str) -> str | None:
         """Why another verifier owns this collection, if it does."""
-        for entry in as_list(current.get("verificationHistory")):
-            if isinstance(entry, dict) and entry.get("actor") != ACTOR:
+        for entry in verification_history(current):
+            if entry.get("actor") != ACTOR:
                 return (f"verification {entry.get('id')} of freight collection {cid} was "
                         f"recorded by {entry.get('actor') or 'another controller (no actor)'}, "
                         "not rollgate: another verifier (Kargo's controller?) verifies this "
@@ -408,112 +393,154 @@ class _Planner:
                         "verifies this Stage; rollgate leaves it alone")
         return None
 
+    # -- the current freight's verification, step by step ------------------------------
     def _verify(self, current: Obj, cid: str) -> None:
-        names = freight_names(current)
-        history: list[Obj] = [h for h in as_list(current.get("verificationHistory"))
-                              if isinstance(h, dict)]
-        latest: Obj | None = history[0] if history else None
+        history: list[Obj] = [dict(h) for h in verification_history(current)]
         ours = [r for r in self.w.runs if is_ours(r) and run_collection(r) == cid]
-        next_attempt = max([run_attempt(r) for r in ours] + [_attempt_of(h) for h in history]
-                           + [0]) + 1
-        start: tuple[int, str | None] | None = None  # (attempt, request) to run
+        facts = Facts(
+            current=current, cid=cid, names=freight_names(current), history=history,
+            ours=ours,
+            next_attempt=max([run_attempt(r) for r in ours]
+                             + [_attempt_of(h) for h in history] + [0]) + 1,
+        )
+        progress = Progress(latest=history[0] if history else None)
+        for name, step in self.VERIFY_STEPS:
+            try:
+                progress = step(self, facts, progress)
+            except Exception as exc:
+                exc.add_note(f"in verification step {name!r}")
+                raise
+        self._record(facts, progress.latest)
 
-        # 1. Follow the latest verification's run. A run of ours newer than the latest
-        #    entry (created, then a crash or a conflict before the status write) is
-        #    adopted as the latest.
-        newest = max(ours, key=run_attempt, default=None)
+    def _follow_run(self, facts: Facts, progress: Progress) -> Progress:
+        """The latest verification follows its run. A run of ours newer than the latest
+        entry (created, then a crash or a conflict before the status write) is adopted
+        as the latest; an entry that waits for the gate asks to start its attempt."""
+        latest = progress.latest
+        newest = max(facts.ours, key=run_attempt, default=None)
         if newest is not None and (latest is None or run_attempt(newest) > _attempt_of(latest)):
-            latest = dict(entry_from_run({}, newest, self.w.now))
-        elif latest is not None and latest.get("phase") not in FINISHED:
-            ref = as_dict(latest.get("analysisRun")).get("name")
-            run = self.runs.get(ref or str(latest.get("id")))
-            if run is not None:
-                latest = dict(entry_from_run(latest, run, self.w.now))
-            elif ref:
-                latest = dict(finish(
-                    latest, phase="Error", now=self.w.now,
-                    message=f"AnalysisRun {ref} was deleted before it finished; set annotation "
-                            f"{ANNOTATION_REVERIFY} on the Stage to verify again"))
-            else:
-                start = (_attempt_of(latest) or next_attempt, None)  # the gate was waiting
+            return replace(progress, latest=dict(entry_from_run({}, newest, self.w.now)))
+        if latest is None or latest.get("phase") in FINISHED:
+            return progress
+        ref = run_of(latest)
+        run = self.runs.get(ref or str(latest.get("id")))
+        if run is not None:
+            return replace(progress, latest=dict(entry_from_run(latest, run, self.w.now)))
+        if ref:
+            return replace(progress, latest=dict(finish(
+                latest, phase="Error", now=self.w.now,
+                message=f"AnalysisRun {ref} was deleted before it finished; set annotation "
+                        f"{ANNOTATION_REVERIFY} on the Stage to verify again")))
+        # the gate was waiting: start (or keep waiting for) the entry's own attempt
+        return replace(progress, start=(_attempt_of(latest) or facts.next_attempt, None))
 
-        # 2. Abort.
+    def _abort(self, facts: Facts, progress: Progress) -> Progress:
+        """An abort request naming the latest verification ends it ``Aborted`` (its run
+        is terminated, recording the request); one naming an older verification gets an
+        ``AbortIgnored`` Warning event."""
         abort = parse_request(self.stage, ANNOTATION_ABORT)
-        if abort is not None and latest is not None:
-            if abort.id in ("", latest.get("id")):
-                if latest.get("phase") not in FINISHED:
-                    run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
-                    if run is not None and not _terminated(run):
-                        self.out.terminate.append(Terminate(meta_of(run)["name"], abort.raw))
-                    by = f" by {abort.actor}" if abort.actor else ""
-                    latest = dict(finish(latest, phase="Aborted", now=self.w.now,
-                                         message=f"aborted{by} ({ANNOTATION_ABORT})"))
-                    start = None
-            elif not self._handled(abort, aborting=True):
+        latest = progress.latest
+        if abort is None or latest is None:
+            return progress
+        if abort.id not in ("", latest.get("id")):
+            if not self._handled(abort, aborting=True):
                 self.out.events.append(Event(
                     "Warning", "AbortIgnored",
                     f"{ANNOTATION_ABORT} names verification {abort.id!r}, which is not the "
                     f"latest; the latest is {latest.get('id')!r}: set the annotation to that "
                     "id to abort it"))
+            return progress
+        if latest.get("phase") in FINISHED:
+            return progress
+        run = self.runs.get(run_of(latest))
+        if run is not None and not _terminated(run):
+            self.out.terminate.append(Terminate(meta_of(run)["name"], abort.raw))
+        by = f" by {abort.actor}" if abort.actor else ""
+        return Progress(latest=dict(finish(latest, phase="Aborted", now=self.w.now,
+                                           message=f"aborted{by} ({ANNOTATION_ABORT})")))
 
-        # 3. Reverify.
+    def _reverify(self, facts: Facts, progress: Progress) -> Progress:
+        """A reverify request naming the latest, finished verification starts the next
+        attempt (one made while it runs waits for it); one naming an older verification
+        gets a ``ReverifyIgnored`` Warning event. Each request is acted on once."""
         reverify = parse_request(self.stage, ANNOTATION_REVERIFY)
-        if reverify is not None and latest is not None and not self._handled(reverify):
-            if reverify.id in ("", latest.get("id")):
-                if latest.get("phase") in FINISHED:
-                    start = (next_attempt, reverify.raw)
-                # else: acted on once the latest verification finishes
-            else:
-                self.out.events.append(Event(
-                    "Warning", "ReverifyIgnored",
-                    f"{ANNOTATION_REVERIFY} names verification {reverify.id!r}, which is not "
-                    f"the latest; the latest is {latest.get('id')!r}: set the annotation to "
-                    "that id to verify again"))
+        latest = progress.latest
+        if reverify is None or latest is None or self._handled(reverify):
+            return progress
+        if reverify.id not in ("", latest.get("id")):
+            self.out.events.append(Event(
+                "Warning", "ReverifyIgnored",
+                f"{ANNOTATION_REVERIFY} names verification {reverify.id!r}, which is not "
+                f"the latest; the latest is {latest.get('id')!r}: set the annotation to "
+                "that id to verify again"))
+            return progress
+        if latest.get("phase") in FINISHED:
+            return replace(progress, start=(facts.next_attempt, reverify.raw))
+        return progress  # acted on once the latest verification finishes
 
-        # 4. An Error, then a new generation of the Stage: try again if it changed the run.
-        if start is None and latest is not None and latest.get("phase") == "Error" and (
-                self._generation_moved()):
-            start = self._retry_after_error(latest, next_attempt)
+    def _retry_after_error(self, facts: Facts, progress: Progress) -> Progress:
+        """An ``Error``, then a new generation of the Stage: the next attempt starts by
+        itself if the changed Stage builds a different run (or fails differently)."""
+        latest = progress.latest
+        if progress.start is not None or latest is None or latest.get("phase") != "Error" or (
+                not self._generation_moved()):
+            return progress
+        return replace(progress, start=self._retry(latest, facts.next_attempt))
 
-        # 5. Nothing yet for this freight: start attempt 1.
-        if latest is None:
-            start = (1, None)
+    def _first_attempt(self, facts: Facts, progress: Progress) -> Progress:
+        """Nothing yet for this freight: attempt 1."""
+        return replace(progress, start=(1, None)) if progress.latest is None else progress
 
-        if start is not None:
-            latest = self._start(start, cid=cid, names=names, current=current) or latest
+    def _start_attempt(self, facts: Facts, progress: Progress) -> Progress:
+        """The attempt asked for is started (or adopted, or waits, or is an Error)."""
+        if progress.start is None:
+            return progress
+        started = self._start(progress.start, facts)
+        return Progress(latest=started or progress.latest)
 
+    VERIFY_STEPS: ClassVar[tuple[tuple[str, Callable[[_Planner, Facts, Progress], Progress]],
+                                 ...]] = (
+        ("follow the latest run", _follow_run),
+        ("abort", _abort),
+        ("reverify", _reverify),
+        ("retry after an error", _retry_after_error),
+        ("first attempt", _first_attempt),
+        ("start the attempt", _start_attempt),
+    )
+
+    def _record(self, facts: Facts, latest: Obj | None) -> None:
+        """The latest verification into the history (newest first), the ``Verified``
+        condition from it, and ``verifiedIn`` of the Freight."""
+        history = facts.history
         if latest is not None:
             before = next((h for h in history if h.get("id") == latest.get("id")), None)
             history = push(history, latest)
             if latest.get("phase") in FINISHED and (
                     before is None or before.get("phase") not in FINISHED):
-                self._finished(latest, self.runs.get(
-                    as_dict(latest.get("analysisRun")).get("name") or ""))
-            current["verificationHistory"] = history
+                self._finished(latest, self.runs.get(run_of(latest)))
+            facts.current["verificationHistory"] = history
         waiting = None
         if history and history[0].get("phase") == "Pending" and not history[0].get("analysisRun"):
             waiting = str(history[0].get("message") or "")
         self._set_condition(*verified_condition(history, waiting=waiting))
         if history:
-            self._freight(names, history[0])
+            self._freight(facts.names, history[0])
 
-    def _start(
-        self, start: tuple[int, str | None], *, cid: str, names: list[str], current: Obj
-    ) -> Obj | None:
+    def _start(self, start: Start, facts: Facts) -> Obj | None:
         """The entry for starting ``attempt``: adopted, waiting, an Error, or a run to
-        create (``self.out.create``); None when the Stage has no freight names."""
+        create (``self.out.create``); None while a reverify waits for the gate."""
         attempt, request = start
-        name = run_name(self.name, cid, attempt)
+        name = run_name(self.name, facts.cid, attempt)
         base: Obj = {"id": name, "actor": ACTOR}
         existing = self.runs.get(name)
         if existing is not None:
             return dict(entry_from_run(base, existing, self.w.now))
         if name in self.w.blocked:
             return dict(finish(base, phase="Error", message=self.w.blocked[name], now=self.w.now))
-        if not names:
+        if not facts.names:
             return dict(finish(base, phase="Error", now=self.w.now,
                                message="freightHistory[0] lists no Freight to verify"))
-        gate = waiting_for(self.stage, current)
+        gate = waiting_for(self.stage, facts.current)
         if gate is not None:
             # A reverify waits without a new entry: the latest one stays until it starts.
             return None if request is not None else {**base, "phase": "Pending", "message": gate}
@@ -525,12 +552,10 @@ class _Planner:
                 f"or set annotation {ANNOTATION_REVERIFY} on the Stage to retry")))
         return {**base, "phase": "Pending", "message": f"creating AnalysisRun {name}"}
 
-    def _retry_after_error(
-        self, latest: Mapping[str, Any], attempt: int
-    ) -> tuple[int, None] | None:
+    def _retry(self, latest: Mapping[str, Any], attempt: int) -> Start | None:
         """A new attempt if the changed Stage builds a different run than the failed one
         (or builds one at all, or fails differently); the same result is not retried."""
-        run = self.runs.get(as_dict(latest.get("analysisRun")).get("name") or "")
+        run = self.runs.get(run_of(latest))
         try:
             candidate = self.w.build(attempt, None)
         except AnalysisBuildError as exc:
@@ -561,7 +586,7 @@ class _Planner:
             freight = self.w.freight.get(name)
             if freight is None:
                 continue
-            present = self.name in as_dict(freight_status(freight).get("verifiedIn"))
+            present = self.name in verified_in(freight)
             if phase == "Successful" and not present:
                 at = latest.get("finishTime") or self.w.now
                 self.out.freight.append(
@@ -588,7 +613,7 @@ class _Planner:
 
     def _finish_status(self) -> None:
         wanted: StageStatusWrite = {}
-        conditions = getattr(self, "_conditions", None)
+        conditions = self._conditions
         if conditions is not None and conditions != as_list(self.status.get("conditions")):
             wanted["conditions"] = conditions or None
         if self.history != as_list(self.status.get("freightHistory")):

@@ -1,4 +1,4 @@
-"""The verification planner (reconciler/verification.py): pure decisions, no API.
+"""The verification planner (reconciler/verification/plan.py): pure decisions, no API.
 
 The Stages here have Kargo v1's shapes (freightHistory entries with ``id`` and
 ``items`` keyed ``Warehouse/<name>``, ``lastPromotion``, ``health``), as Kargo's
@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from reconciler import verification as vf
-from reconciler.analysis import AnalysisBuildError, freight_collection_id, label_value, run_name
+from reconciler.verification import plan as vf
+from reconciler.verification.analysis_run import AnalysisBuildError
+from reconciler.verification.naming import freight_collection_id, label_value, run_name
+from reconciler.verification.payloads import collection_id
 
 NS = "shop"
 NOW = "2026-12-01T10:00:00Z"
@@ -222,7 +224,7 @@ def test_no_freight_is_kargos_no_freight_condition() -> None:
 def test_collection_id_is_computed_with_kargos_rule_when_absent() -> None:
     entry = collection("b", "a")
     entry.pop("id")
-    assert vf.collection_id(entry) == freight_collection_id(["a", "b"])
+    assert collection_id(entry) == freight_collection_id(["a", "b"])
     assert freight_collection_id(["b", "a"]) == __import__("hashlib").sha1(b"a,b").hexdigest()
 
 

@@ -1,4 +1,5 @@
-"""build_analysis_run: the AnalysisRun a Stage's verification creates (DESIGN.md "The run")."""
+"""build_analysis_run: the AnalysisRun a Stage's verification creates (README, "Engine
+mode", *The run*)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ import json
 import pytest
 from helpers import k8s_object
 
-from reconciler.analysis import (
+from reconciler.verification.analysis_run import (
     AnalysisBuildError,
     TemplateNotFound,
     build_analysis_run,
-    freight_collection_id,
-    label_value,
-    run_labels,
-    run_name,
 )
+from reconciler.verification.naming import freight_collection_id, label_value, run_labels, run_name
 from schemas.names import label_value_problem
 
 NS = "shop"

@@ -1,4 +1,4 @@
-"""The engine-mode executor (reconciler/controllers/stage_verification.py) over the one
+"""The engine-mode executor (reconciler/verification/engine.py) over the one
 fake client (tests/unit/fake_kube.py).
 
 Each test makes the API do what a real server cannot be told to do on cue: fail one
@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from fake_kube import FakeApi, api_error, context
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry
 
 from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE
-from reconciler.analysis import freight_collection_id, run_name
-from reconciler.controllers.stage_verification import StageVerificationController
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key
+from reconciler.verification.engine import StageVerificationController
+from reconciler.verification.naming import freight_collection_id, run_name
 
 NS = "shop"
 CID = freight_collection_id(["f1"])
@@ -186,3 +187,18 @@ def test_deleted_stage_leaves_no_verified_in_and_no_runs() -> None:
     freight = api.get(FREIGHT, NS, "f1")
     assert freight is not None and freight["status"]["verifiedIn"] == {}
     assert api.names(ANALYSIS_RUN) == []
+
+
+def test_a_finished_verification_is_counted_in_the_controllers_own_metrics() -> None:
+    api = make_api()
+    controller = StageVerificationController()
+    ctx = context(api, controller=controller)
+    controller.reconcile(Key(NS, "prod"), ctx)
+    finish_run(api, "Successful")
+    controller.reconcile(Key(NS, "prod"), ctx)
+    controller.reconcile(Key(NS, "prod"), ctx)  # nothing new: not counted again
+    registry = CollectorRegistry()
+    for collector in controller.collectors:
+        registry.register(collector)
+    assert registry.get_sample_value("rollgate_verifications_finished_total", {
+        "namespace": NS, "stage": "prod", "phase": "Successful"}) == 1

@@ -1,7 +1,7 @@
 """Build the AnalysisRun for a Stage's verification: a pure function of the Stage,
 the templates it references (through ``lookup``) and the freight.
 
-Pure so that the rules (DESIGN.md "The run", "Builder", "Shortening") are tested
+Pure so that the rules (README, "Engine mode", *The run*) are tested
 without an API server and so the same inputs always give the same run — which is what
 makes creating it by a deterministic name safe across reconciler crashes.
 
@@ -13,21 +13,12 @@ Argo Rollouts next year survives without a rollgate release.
 from __future__ import annotations
 
 import copy
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import schemas
 from kubekit.kinds import ANALYSIS_RUN, STAGE
-from schemas.constants import (
-    ANNOTATION_FREIGHT,
-    ANNOTATION_REQUEST,
-    LABEL_ATTEMPT,
-    LABEL_FREIGHT_COLLECTION,
-    LABEL_MANAGED_BY,
-    LABEL_STAGE,
-    MANAGED_BY,
-)
+from schemas.constants import ANNOTATION_FREIGHT, ANNOTATION_REQUEST
 from schemas.lookups import TemplateLookup
 from schemas.objects import Obj, meta_of
 from schemas.references import (
@@ -41,11 +32,14 @@ from schemas.references import (
     walk_templates,
 )
 
-MAX_NAME = 253
-MAX_LABEL_VALUE = 63
-HASH_LEN = 10
-# Kargo's short hash length in label values (pkg/kubernetes/naming.go).
-KARGO_HASH_LEN = 8
+from .naming import (
+    freight_annotation,
+    freight_collection_id,
+    full_run_labels,
+    run_labels,
+    run_name,
+)
+
 # Spec fields the merge combines; everything else is copied as it is.
 MERGED_FIELDS = frozenset({"metrics", "args", "dryRun", "measurementRetention", "templates"})
 
@@ -64,54 +58,6 @@ class TemplateNotFound(AnalysisBuildError):
         self.kind = kind
         self.namespace = namespace
         self.name = name
-
-
-# ---------------------------------------------------------------- names and labels
-
-
-def short_hash(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:HASH_LEN]
-
-
-def freight_collection_id(names: Iterable[str]) -> str:
-    """Kargo's freight collection id: hex SHA-1 of the sorted Freight names joined by
-    ``,`` (``FreightCollection.UpdateOrPush`` in Kargo v1.11.2)."""
-    return hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()
-
-
-def freight_annotation(names: Iterable[str]) -> str:
-    return ",".join(sorted(names))
-
-
-def shorten(value: str, limit: int) -> str:
-    """``value`` if it fits, else a prefix + ``-`` + 10 hex of its sha256 (``limit`` long).
-
-    Trailing ``.``/``-``/``_`` of the prefix are dropped, because a DNS name must not
-    have ``.-`` in it.
-    """
-    if len(value) <= limit:
-        return value
-    prefix = value[: limit - HASH_LEN - 1].rstrip(".-_")
-    return f"{prefix}-{short_hash(value)}"
-
-
-def run_name(stage_name: str, collection: str, attempt: int) -> str:
-    """``<stage>.<collection[:7]>.<attempt>``, the stage part shortened to fit 253."""
-    suffix = f".{collection[:7]}.{attempt}"
-    if len(stage_name) + len(suffix) <= MAX_NAME:
-        return stage_name + suffix
-    return shorten(stage_name, MAX_NAME - len(suffix)) + suffix
-
-
-def label_value(value: str) -> str:
-    """A label value shortened exactly as Kargo's ``kubernetes.ShortenLabelValue``
-    (``strings.HashShorten(value, 63, "-", 8)``), so Kargo-style selectors such as
-    ``kargo.akuity.io/stage=<value>`` find rollgate's runs too."""
-    if len(value) <= MAX_LABEL_VALUE:
-        return value
-    digest = hashlib.sha256(value.encode()).hexdigest()[:KARGO_HASH_LEN]
-    prefix = value[: MAX_LABEL_VALUE - KARGO_HASH_LEN - 1].rstrip("-")
-    return f"{prefix}-{digest}"
 
 
 # ---------------------------------------------------------------- template graph
@@ -354,7 +300,7 @@ def build_analysis_run(
 
     labels: dict[str, str] = dict(spec["analysisRunMetadata"]["labels"])
     annotations: dict[str, str] = dict(spec["analysisRunMetadata"]["annotations"])
-    full = _full_run_labels(stage_name, collection, attempt)
+    full = full_run_labels(stage_name, collection, attempt)
     # Exactly run_labels (what adoption compares), so the two can never drift apart.
     labels.update(run_labels(stage_name, collection, attempt))
     for key, value in full.items():
@@ -383,18 +329,3 @@ def build_analysis_run(
         },
         "spec": run_spec,
     }
-
-
-def _full_run_labels(stage_name: str, collection: str, attempt: int) -> dict[str, str]:
-    """rollgate's run labels before shortening (their full values go into annotations)."""
-    return {
-        LABEL_STAGE: stage_name,
-        LABEL_FREIGHT_COLLECTION: collection,
-        LABEL_ATTEMPT: str(attempt),
-        LABEL_MANAGED_BY: MANAGED_BY,
-    }
-
-
-def run_labels(stage_name: str, collection: str, attempt: int) -> dict[str, str]:
-    """The labels rollgate puts on a run (what adoption compares)."""
-    return {k: label_value(v) for k, v in _full_run_labels(stage_name, collection, attempt).items()}

@@ -1,0 +1,193 @@
+"""Stage verification, observe mode: Kargo verifies, rollgate watches and reports
+(README, "Observe mode").
+
+Kargo v1 creates and follows the AnalysisRuns of ``spec.verification`` itself, with no
+per-Stage switch, so on such a cluster rollgate must never become a second verifier.
+This controller creates nothing and writes nothing to Stages, Freight or runs, with one
+exception the operator opts into: with ``--refresh-lagging`` it sets Kargo's own
+refresh request (annotation ``kargo.akuity.io/refresh``, a metadata merge patch) on a
+Stage whose current verification Kargo has not recorded, once per such entry. It
+exports metrics of the verifications Kargo finishes and emits a Warning event on the
+Stage, once per finding, for what Kargo is known to get wrong (``anomalies``, pure).
+With ``--shard``/``--default-shard`` it observes only the Stages of a Kargo shard
+(``shards``).
+
+Memory (per process, lost on restart, which is harmless): what was counted or reported,
+so nothing is counted or reported twice (a verification that finished before the process
+started is not counted again: its finish time is older); when the run of a Stage's
+current verification was first seen completed (the fallback when the run has no
+``status.completedAt``); which lagging entries were refreshed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from kubekit.kinds import FREIGHT, STAGE
+from kubekit.rest import MERGE_PATCH, is_not_found
+from schemas.objects import Obj, meta_of
+
+from ..conditions import format_time
+from ..runtime.types import Context, Key, Requeue, Watch
+from ..runtime.watches import enqueue_self
+from .anomalies import Anomaly, anomalies, recheck_after, unrecorded_run
+from .metrics import VerificationMetrics
+from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
+from .payloads import (
+    FINISHED,
+    current_freight,
+    freight_names,
+    name_of,
+    parse_time,
+    refresh_patch,
+    verification_history,
+)
+from .shards import Shard
+from .watches import INDEXES, RELATED, stage_runs
+
+log = logging.getLogger("reconciler.verification-observer")
+
+NOT_RECORDED = "VerificationNotRecorded"
+
+
+class _Memory:
+    """What this process has counted, reported, seen and refreshed (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done: set[tuple[str, str]] = set()  # (stage uid, what)
+        # stage uid -> (run name, when first seen completed): the current entry's run only
+        self._completed: dict[str, tuple[str, dt.datetime]] = {}
+
+    def first(self, uid: str, what: str) -> bool:
+        """True the first time (uid, what) is asked about."""
+        with self._lock:
+            if (uid, what) in self._done:
+                return False
+            self._done.add((uid, what))
+            return True
+
+    def forget(self, uid: str, what: str) -> None:
+        with self._lock:
+            self._done.discard((uid, what))
+
+    def first_seen(self, uid: str, run: str, now: dt.datetime) -> dict[str, dt.datetime]:
+        """``{run: when it was first seen completed}``, remembering ``now`` the first time."""
+        with self._lock:
+            seen = self._completed.get(uid)
+            if seen is None or seen[0] != run:
+                seen = self._completed[uid] = (run, now)
+            return {seen[0]: seen[1]}
+
+
+class VerificationObserver:
+    name = "stage-verification"
+    indexes = INDEXES
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        options = options or {}
+        self.grace = _seconds(options, "observe_grace_seconds", OBSERVE_GRACE_SECONDS)
+        self.lag = _seconds(options, "observe_lag_seconds", OBSERVE_LAG_SECONDS)
+        self.refresh = bool(options.get("refresh_lagging"))
+        self.shard = Shard.from_options(options)
+        selector = self.shard.label_selector()
+        # The Stages of the shard, by label selector where one requirement says which
+        # (the cache then holds only those); otherwise every Stage, filtered in
+        # reconcile (``shards`` says why the union cannot be one selector).
+        self.stages = STAGE.labelled(selector) if selector else STAGE
+        self.primary = self.stages
+        self.watches: tuple[Watch, ...] = (Watch(self.stages, enqueue_self), *RELATED)
+        self.metrics = VerificationMetrics()
+        self.collectors = self.metrics.collectors  # served by the runtime on /metrics
+        # Whole seconds, as Kubernetes timestamps are: a verification that finished in
+        # the second this process started still counts.
+        self._started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        self._memory = _Memory()
+        log.info("observing %s", self.shard.describe())
+
+    def reconcile(self, key: Key, ctx: Context) -> None:
+        stage = ctx.cache.get(self.stages, key.namespace, key.name)
+        if stage is None or not self.shard.responsible(stage):
+            return  # gone, or another shard's
+        uid = str(meta_of(stage).get("uid") or key)
+        now = dt.datetime.now(dt.UTC)
+        self._count_finished(key, uid, stage)
+        runs = stage_runs(ctx.cache, key.namespace, key.name)
+        first_seen = self._first_seen(uid, stage, runs, now)
+        current = current_freight(stage)
+        freight = {n: ctx.cache.get(FREIGHT, key.namespace, n)
+                   for n in (freight_names(current) if current is not None else [])}
+        found = anomalies(stage, runs, freight, now=now, grace=self.grace, lag=self.lag,
+                          first_seen=first_seen)
+        self._report(ctx, key, uid, stage, found)
+        self._refresh(ctx, key, uid, stage, found)
+        # The same ``now`` as the findings: what was not yet due there is due later.
+        after = recheck_after(stage, runs, now=now, grace=self.grace, lag=self.lag,
+                              first_seen=first_seen)
+        if after is not None:
+            raise Requeue(after, "a finding may become due with no event to wake the Stage")
+
+    # -- the steps of a pass --------------------------------------------------------
+    def _count_finished(self, key: Key, uid: str, stage: Obj) -> None:
+        """Metrics of the current freight's verifications that finished since start."""
+        for entry in verification_history(current_freight(stage)):
+            finished = parse_time(entry.get("finishTime"))
+            if entry.get("phase") in FINISHED and finished is not None and (
+                    finished >= self._started) and self._memory.first(uid, f"v/{entry.get('id')}"):
+                self.metrics.record_finished(namespace=key.namespace, stage=stage, entry=entry)
+
+    def _first_seen(self, uid: str, stage: Obj, runs: Sequence[Obj],
+                    now: dt.datetime) -> dict[str, dt.datetime]:
+        """When the current entry's run was first seen completed, for a run without
+        ``status.completedAt``."""
+        found = unrecorded_run(stage, runs)
+        if found is None:
+            return {}
+        return self._memory.first_seen(uid, name_of(found[1]), now)
+
+    def _report(self, ctx: Context, key: Key, uid: str, stage: Obj,
+                found: Sequence[Anomaly]) -> None:
+        """One Warning event and one count per finding, the first time it is found."""
+        for anomaly in found:
+            if not self._memory.first(uid, f"a/{anomaly.kind}/{anomaly.subject}"):
+                continue
+            log.warning("verification anomaly", extra={"key": str(key), "kind": anomaly.kind,
+                                                       "detail": anomaly.message})
+            ctx.events.emit(stage, type="Warning", reason=anomaly.kind, message=anomaly.message)
+            self.metrics.anomaly(key.namespace, key.name, anomaly.kind)
+
+    def _refresh(self, ctx: Context, key: Key, uid: str, stage: Obj,
+                 found: Sequence[Anomaly]) -> None:
+        """With ``--refresh-lagging``: Kargo's refresh request on the Stage, once per
+        lagging entry. Remembered in memory only, so a restarted reconciler may refresh
+        a still-lagging entry once more: harmless, it only asks Kargo to reconcile."""
+        if not self.refresh:
+            return
+        for anomaly in found:
+            what = f"r/{anomaly.subject}"
+            if anomaly.kind != NOT_RECORDED or not self._memory.first(uid, what):
+                continue
+            body = refresh_patch(format_time(dt.datetime.now(dt.UTC)))
+            try:
+                updated = ctx.client.patch(STAGE, key.namespace, key.name, body,
+                                           content_type=MERGE_PATCH)
+            except ApiException as exc:
+                if is_not_found(exc):
+                    return  # the Stage is gone
+                self._memory.forget(uid, what)  # retried with the key's backoff
+                raise
+            # The watch's echo of this write then wakes nothing (the informer skips it).
+            ctx.cache.observe(self.stages, updated)
+            log.info("asked Kargo to refresh the Stage", extra={
+                "key": str(key), "entry": anomaly.subject})
+
+
+def _seconds(options: Mapping[str, Any], key: str, default: float) -> float:
+    value = options.get(key)
+    return float(value) if value is not None else default

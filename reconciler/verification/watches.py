@@ -1,0 +1,59 @@
+"""What both verification controllers watch, and how a change maps to Stages.
+
+A run maps to the Stage its Kargo label names, a Freight to the Stages it is verified
+in; runs are indexed by ``<namespace>/<kargo.akuity.io/stage label>``, the selector
+Kargo itself uses to find a Stage's runs.
+"""
+
+from __future__ import annotations
+
+from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
+from schemas.constants import LABEL_STAGE
+from schemas.objects import Obj, as_dict, meta_of
+
+from ..runtime.types import Cache, Key, Watch
+from ..runtime.watches import enqueue_self
+from .naming import label_value
+from .payloads import run_stage, verified_in
+
+# Store index of runs by "<namespace>/<kargo.akuity.io/stage label>".
+RUNS_BY_STAGE = "stage"
+
+
+def _stage_label_key(namespace: str, stage: str) -> str:
+    return f"{namespace}/{label_value(stage)}"
+
+
+def _index_run_by_stage(run: Obj) -> list[str]:
+    meta = meta_of(run)
+    label = as_dict(meta.get("labels")).get(LABEL_STAGE)
+    return [f"{meta.get('namespace') or ''}/{label}"] if label else []
+
+
+def stage_of_run(old: Obj | None, run: Obj, cache: Cache) -> list[Key]:
+    """The Stage a run names (its Kargo label)."""
+    stage = run_stage(run)
+    return [Key(meta_of(run).get("namespace") or "", stage)] if stage else []
+
+
+def stages_verifying(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
+    """The Stages a Freight is verified in (``status.verifiedIn``)."""
+    namespace = meta_of(freight).get("namespace") or ""
+    return [Key(namespace, s) for s in verified_in(freight)]
+
+
+# The Stage-related kinds both modes watch, besides the Stages themselves.
+RELATED = (
+    Watch(FREIGHT, stages_verifying),
+    Watch(ANALYSIS_RUN, stage_of_run),
+)
+WATCHES = (Watch(STAGE, enqueue_self), *RELATED)
+INDEXES = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
+
+
+def stage_runs(cache: Cache, namespace: str, stage: str) -> list[Obj]:
+    """Every run labelled with the Stage (ours and another verifier's); a shortened
+    label shared by two Stage names is told apart by our full-name annotation."""
+    return [r for r in cache.by_index(ANALYSIS_RUN, RUNS_BY_STAGE,
+                                      _stage_label_key(namespace, stage))
+            if run_stage(r) in (stage, label_value(stage))]

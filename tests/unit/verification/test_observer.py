@@ -1,0 +1,177 @@
+"""The observe-mode controller (reconciler/verification/observer.py) over the one fake
+client (tests/unit/fake_kube.py): what it reports, when it comes back, and its one
+write (--refresh-lagging)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+import pytest
+from fake_kube import FakeApi, api_error, context
+from kubernetes.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry
+
+from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
+from reconciler.runtime.types import Key, Requeue
+from reconciler.verification.naming import freight_collection_id
+from reconciler.verification.observer import VerificationObserver
+
+NS = "shop"
+CID = freight_collection_id(["f1"])
+RUN = f"prod.01jabcdefghjkmnpqrstvwxyz.{CID[:7]}"  # Kargo's run name
+REFRESH = "kargo.akuity.io/refresh"
+
+
+def stamp(seconds_ago: float) -> str:
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=seconds_ago)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_api(*, entry_phase: str = "Running", run_phase: str = "Successful",
+             completed: float | None = 30, labels: dict[str, str] | None = None) -> FakeApi:
+    """A Stage as Kargo verifies it: an entry with a UUID id naming Kargo's run."""
+    api = FakeApi()
+    api.put(FREIGHT, {"metadata": {"name": "f1", "namespace": NS}})
+    api.put(STAGE, {
+        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "labels": labels or {}},
+        "status": {"freightHistory": [{
+            "id": CID, "items": {"Warehouse/w": {"name": "f1"}},
+            "verificationHistory": [{
+                "id": "9b1c7e52-uuid", "phase": entry_phase, "startTime": stamp(60),
+                "analysisRun": {"name": RUN, "namespace": NS, "phase": "Running"}}]}]}})
+    status: dict[str, Any] = {"phase": run_phase}
+    if completed is not None:
+        status["completedAt"] = stamp(completed)
+    api.put(ANALYSIS_RUN, {
+        "metadata": {"name": RUN, "namespace": NS, "creationTimestamp": stamp(60),
+                     "labels": {"kargo.akuity.io/stage": "prod",
+                                "kargo.akuity.io/freight-collection": CID}},
+        "status": status})
+    return api
+
+
+def observer(**options: Any) -> VerificationObserver:
+    return VerificationObserver({"observe_lag_seconds": 10, **options})
+
+
+def reconcile(controller: VerificationObserver, ctx: Any) -> float | None:
+    """One pass; the requeue delay it asked for, if any."""
+    try:
+        controller.reconcile(Key(NS, "prod"), ctx)
+    except Requeue as rq:
+        return rq.after
+    return None
+
+
+def anomaly_count(controller: VerificationObserver, kind: str) -> float | None:
+    registry = CollectorRegistry()
+    for collector in controller.collectors:
+        registry.register(collector)
+    return registry.get_sample_value("rollgate_verification_anomalies_total",
+                                     {"namespace": NS, "stage": "prod", "kind": kind})
+
+
+def refreshes(api: FakeApi) -> list[str]:
+    return [c for c in api.calls if c.startswith("patch stages/prod")]
+
+
+def test_a_lagging_entry_is_one_warning_event_and_one_count_and_nothing_written() -> None:
+    api = make_api()
+    controller = observer()
+    ctx = context(api, controller=controller)
+    assert reconcile(controller, ctx) is None
+    assert reconcile(controller, ctx) is None  # found again: not reported again
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+    assert ctx.events.emitted[0][0] == "Warning"
+    assert RUN in ctx.events.emitted[0][2] and "9b1c7e52-uuid" in ctx.events.emitted[0][2]
+    assert anomaly_count(controller, "VerificationNotRecorded") == 1
+    assert api.calls == []  # observe mode writes nothing without --refresh-lagging
+
+
+def test_the_pass_comes_back_when_the_lag_becomes_due() -> None:
+    api = make_api(completed=3)
+    controller = observer()
+    ctx = context(api, controller=controller)
+    after = reconcile(controller, ctx)
+    # completedAt has whole seconds: the run finished 3 to 4 s ago, so 6 to 7 s are left
+    assert after is not None and 6.0 < after <= 7.2
+    assert ctx.events.reasons() == []
+
+
+def test_a_run_without_completed_at_is_timed_from_when_rollgate_saw_it_finished() -> None:
+    api = make_api(completed=None)
+    controller = observer(observe_lag_seconds=0.05)
+    ctx = context(api, controller=controller)
+    after = reconcile(controller, ctx)
+    assert after is not None and after <= 0.2 and ctx.events.reasons() == []
+    # the requeue's pass: first seen at the first pass, now past the lag
+    time.sleep(after)
+    assert reconcile(controller, ctx) is None
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+
+
+def test_a_recorded_entry_is_not_lagging() -> None:
+    api = make_api(entry_phase="Successful")
+    controller = observer()
+    ctx = context(api, controller=controller)
+    assert reconcile(controller, ctx) is None
+    assert ctx.events.reasons() == [] and api.calls == []
+
+
+def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
+    api = make_api()
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    reconcile(controller, ctx)
+    reconcile(controller, ctx)
+    (call,) = refreshes(api)
+    body = json.loads(call.split(" ", 2)[2])
+    assert body == {"metadata": {"annotations": {REFRESH: body["metadata"]["annotations"][
+        REFRESH]}}}  # metadata only
+    value = body["metadata"]["annotations"][REFRESH]
+    assert value.endswith("Z") and dt.datetime.fromisoformat(value) >= before  # RFC 3339
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None and stage["metadata"]["annotations"][REFRESH] == value
+    assert "status" not in body
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+
+
+def test_a_new_lagging_entry_is_refreshed_again() -> None:
+    api = make_api()
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    reconcile(controller, ctx)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    stage["status"]["freightHistory"][0]["verificationHistory"][0]["id"] = "second-uuid"
+    api.put(STAGE, stage)
+    reconcile(controller, ctx)
+    assert len(refreshes(api)) == 2
+    assert ctx.events.reasons() == ["VerificationNotRecorded"] * 2
+
+
+def test_a_failed_refresh_is_retried_without_a_second_event() -> None:
+    api = make_api()
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    api.fail_once(lambda verb, r, n, b: api_error(503) if verb == "patch" else None)
+    with pytest.raises(ApiException):
+        reconcile(controller, ctx)
+    assert refreshes(api) == []
+    reconcile(controller, ctx)  # the runtime's retry
+    reconcile(controller, ctx)
+    assert len(refreshes(api)) == 1
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+
+
+def test_a_stage_gone_before_its_refresh_is_no_error() -> None:
+    api = make_api()
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    api.fail_once(lambda verb, r, n, b: api_error(404, "NotFound") if verb == "patch" else None)
+    assert reconcile(controller, ctx) is None

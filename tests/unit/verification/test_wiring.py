@@ -1,0 +1,74 @@
+"""How the feature is wired into the process: the mode defaults (one place, observe) and
+its metrics, served by the runtime without the runtime knowing them."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import generate_latest
+
+from reconciler import cli, controllers
+from reconciler.runtime.health import Metrics
+from reconciler.runtime.manager import ControllerRunner
+from reconciler.verification import options
+from reconciler.verification.engine import StageVerificationController
+from reconciler.verification.observer import VerificationObserver
+
+
+def test_the_mode_defaults_to_observe_for_the_command_line_and_the_loader() -> None:
+    assert options.DEFAULT_MODE == "observe"
+    assert cli.parser().parse_args([]).stage_verification == options.DEFAULT_MODE
+    # Options built without the key (a test, a script) get observe too, never engine.
+    assert isinstance(controllers.load("stage-verification", {}), VerificationObserver)
+    assert isinstance(controllers.load("stage-verification"), VerificationObserver)
+    assert isinstance(controllers.load("stage-verification", {"stage_verification": "engine"}),
+                      StageVerificationController)
+    assert controllers.load("stage-verification", {"stage_verification": "off"}) is None
+
+
+def test_an_unknown_mode_is_refused_not_taken_for_engine() -> None:
+    with pytest.raises(controllers.UnknownController, match="bogus"):
+        controllers.load("stage-verification", {"stage_verification": "bogus"})
+
+
+@pytest.mark.parametrize("controller", [StageVerificationController, VerificationObserver])
+def test_the_features_metrics_are_served_by_the_runtime(controller: type) -> None:
+    metrics = Metrics()
+    text = generate_latest(metrics.registry).decode()
+    assert "rollgate_verifications_finished" not in text  # the runtime has none of its own
+    ControllerRunner(controller({}), metrics=metrics, workers=1)
+    text = generate_latest(metrics.registry).decode()
+    for name in ("rollgate_verifications_finished", "rollgate_verification_duration_seconds",
+                 "rollgate_promotion_to_verified_seconds", "rollgate_verifier_conflicts",
+                 "rollgate_verification_anomalies"):
+        assert f"# TYPE {name}" in text, name
+    assert "rollgate_reconciler_reconcile" in text
+
+
+def test_registering_the_same_collectors_twice_serves_them_once() -> None:
+    metrics = Metrics()
+    observer = VerificationObserver({})
+    metrics.register(observer.collectors)
+    metrics.register(observer.collectors)
+    text = generate_latest(metrics.registry).decode()
+    assert text.count("# TYPE rollgate_verification_anomalies_total counter") == 1
+
+
+def test_observe_flags_and_their_defaults() -> None:
+    args = cli.parser().parse_args([])
+    assert args.observe_grace_seconds == options.OBSERVE_GRACE_SECONDS == 60
+    assert args.observe_lag_seconds == options.OBSERVE_LAG_SECONDS == 10
+    assert args.refresh_lagging is False
+    args = cli.parser().parse_args(["--observe-lag-seconds", "2.5", "--refresh-lagging"])
+    assert (args.observe_lag_seconds, args.refresh_lagging) == (2.5, True)
+    controller = controllers.load("stage-verification", vars(args))
+    assert isinstance(controller, VerificationObserver)
+    assert (controller.lag, controller.refresh) == (2.5, True)
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_a_lag_that_is_not_a_number_of_seconds_is_refused(
+        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parser().parse_args(["--observe-lag-seconds", value])
+    assert exc.value.code == 2
+    assert "--observe-lag-seconds" in capsys.readouterr().err
