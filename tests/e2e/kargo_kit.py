@@ -93,9 +93,13 @@ class KargoProject(Cluster):
         freight = self.freight_names[alias]
         owner = self.get("stage", stage) or {}
         name = f"{stage}.{ulid()}.{freight[:7]}".lower()
+        # Kargo's webhook gives a Promotion its Stage's shard label; a sharded controller
+        # caches only the Promotions that carry it.
+        shard = (owner["metadata"].get("labels") or {}).get(upstream.SHARD_LABEL)
         self.apply({
             "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Promotion",
-            "metadata": {"name": name, "ownerReferences": [{
+            "metadata": {"name": name, **({"labels": {upstream.SHARD_LABEL: shard}}
+                                          if shard else {}), "ownerReferences": [{
                 "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "name": stage,
                 "uid": owner["metadata"]["uid"], "controller": True,
                 "blockOwnerDeletion": True}]},

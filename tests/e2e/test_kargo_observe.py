@@ -207,3 +207,78 @@ def test_kargo_promotes_and_verifies_while_rollgates_webhook_is_down(
         assert "dev" in project.verified_in(project.freight_names["a1"])
     finally:
         control_plane.start_webhook()
+
+
+def test_instant_runs_kargo_has_not_recorded_are_reported_and_refreshed(
+        control_plane: controlplane.ControlPlane, project: KargoProject) -> None:
+    """With one-shot runs the real Kargo misses the run's phase change (its own write of
+    the entry reaches its cache after the run finished) and would record it only at its
+    5-minute requeue. rollgate reports VerificationNotRecorded after the lag (2 s here)
+    and, with --refresh-lagging, sets Kargo's refresh request, so Kargo records it."""
+    proc = reconciler(control_plane, project.ns, "observe", "--observe-lag-seconds", "2",
+                      "--refresh-lagging", name="reconciler-kargo-refresh")
+    stages = [f"s{i}" for i in range(3)]
+    try:
+        for stage in stages:
+            project.stage(stage)  # the one-shot `verdict` template
+        for stage in stages:
+            project.promote(stage, "a1")
+        for stage in stages:
+            # Far inside Kargo's 5-minute requeue, which is all Kargo has without rollgate.
+            project.wait_verified(stage, timeout=60)
+        lagged = {e["involvedObject"]["name"]: e
+                  for e in project.events("VerificationNotRecorded")}
+        assert lagged, "no Stage lagged: Kargo recorded every one-shot run on its own"
+        for stage, event in lagged.items():
+            assert event["type"] == "Warning"
+            annotations = (project.get("stage", stage) or {})["metadata"].get("annotations", {})
+            assert upstream.REFRESH_ANNOTATION in annotations, stage
+        assert metric(proc, "rollgate_verification_anomalies_total",
+                      kind="VerificationNotRecorded") == len(lagged)
+        # The refresh annotation is the one write observe mode makes.
+        writes = project.rollgate_writes()
+        assert set(writes) <= {f"stages/{s}" for s in lagged}, writes
+    finally:
+        control_plane.stop_process(proc)
+
+
+def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
+        control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
+        argo_rollouts: Any, kargo: controlplane.ManagedProcess) -> None:
+    """A second Kargo controller for shard `a` (SHARD_NAME=a, not the default one) next
+    to the default controller; rollgate with --shard a sees exactly Kargo shard a's
+    Stages, with --default-shard alone exactly the default controller's."""
+    sharded = control_plane.start_kargo_controller(name="kargo-controller-shard-a", shard="a",
+                                                   default_controller=False)
+    common = ("--controllers", "stage-verification", "--stage-verification", "observe",
+              "--namespaces", namespace, "--no-leader-elect")
+    only_a = control_plane.start_reconciler(*common, "--shard", "a", name="reconciler-shard-a")
+    default = control_plane.start_reconciler(*common, "--default-shard",
+                                             name="reconciler-shard-default")
+    try:
+        for proc in (only_a, default):
+            proc.wait_ready(60)
+        p = KargoProject(control_plane, namespace)
+        p.apply(verdict_template(metrics.url))
+        p.freight("a1")
+        p.stage("in-a", shard="a")
+        p.stage("unlabelled")
+        for stage in ("in-a", "unlabelled"):
+            p.promote(stage, "a1")
+        for stage in ("in-a", "unlabelled"):
+            p.wait_verified(stage, timeout=330)  # one-shot runs: Kargo may lag
+
+        def finished(proc: controlplane.ManagedProcess, stage: str) -> float:
+            return metric(proc, "rollgate_verifications_finished_total", namespace=namespace,
+                          stage=stage, phase="Successful")
+
+        wait_for("shard a's Stage seen by --shard a", lambda: finished(only_a, "in-a") == 1)
+        wait_for("the unlabelled Stage seen by --default-shard",
+                 lambda: finished(default, "unlabelled") == 1)
+        assert finished(only_a, "unlabelled") == 0
+        assert finished(default, "in-a") == 0
+        # Kargo's shard a controller, not the default one, verified the labelled Stage.
+        assert "in-a" in sharded.log_path.read_text(errors="replace")
+    finally:
+        for proc in (only_a, default, sharded):
+            control_plane.stop_process(proc)

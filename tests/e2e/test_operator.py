@@ -244,7 +244,8 @@ def test_a_refused_openshift_entry_keeps_the_previous_rendering(env: Env) -> Non
     assert OPENSHIFT in out.stderr
     refused = wait_for(lambda: env.events("rollouts", "PluginRefusedByOperator"),
                        "a Warning that the operator refuses the openshift entry")
-    assert "spec.plugins.trafficManagement[0].name" in refused[0]["message"]
+    assert "spec.plugins.trafficManagement[0]" in refused[0]["message"]
+    assert "keeps what it held before" in refused[0]["message"]
     time.sleep(3)
     after = env.get("configmap", CM) or {}
     assert after["data"] == before["data"], "the operator kept its previous rendering"
