@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import schemas
-from schemas.migrate import convert, legacy_findings
+from schemas.cli.migrate import convert, legacy_findings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "migrate" / "stage-analysis.yaml"
 
