@@ -17,7 +17,7 @@ rules (DESIGN.md "Webhook HTTP contract"):
   connection past the cap closes the one that has waited longest, lingering closes
   first, then idle keep-alive connections (the least recently used first), then
   unfinished requests, so a flood of idle connections cannot lock new clients out.
-- **Framing is checked before a thread sees the request** (:mod:`webhook.framing`): a
+- **Framing is checked before a thread sees the request** (:mod:`webhook.server.framing`): a
   malformed chunked body is a 400, a body over the limit a 413, each sent with
   ``Connection: close``; the rest of the body the client is still sending is read and
   dropped before the close (a declared length exactly, so a client that sends the
@@ -57,7 +57,7 @@ from gunicorn.workers.gthread import (  # type: ignore[attr-defined]
 )
 
 from webhook.config import MAX_BODY_BYTES
-from webhook.framing import Complete, Framer, Refuse
+from webhook.server.framing import Complete, Framer, Refuse
 
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
