@@ -13,7 +13,7 @@ from kubekit.kinds import ANALYSIS_TEMPLATE, Resource
 from kubekit.rest import Rest
 from webhook.lookups import ClusterLookups
 
-RBAC = Path(__file__).resolve().parents[2] / "manifests" / "webhook" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[3] / "manifests" / "webhook" / "rbac.yaml"
 GROUP = ANALYSIS_TEMPLATE.group
 
 

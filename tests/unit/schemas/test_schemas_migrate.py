@@ -16,7 +16,7 @@ import yaml
 import schemas
 from schemas.cli.migrate import convert, legacy_findings
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "migrate" / "stage-analysis.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "migrate" / "stage-analysis.yaml"
 
 
 def run(*args: str, cwd: Path, command: str = "migrate") -> subprocess.CompletedProcess[str]:
