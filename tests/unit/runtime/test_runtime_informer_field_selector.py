@@ -1,97 +1,85 @@
 """Informers narrowed by a field selector (``Resource.named``).
 
-The requests are checked where they leave ``Rest`` (its ``raw``), so the test covers
-what the API server would receive for both the list and the watch.
+The informer talks to a real ``kubekit.rest.Rest`` whose requests are answered by the
+fake API (``FakeApi.rest()``) at the HTTP level, so the test sees what the API server
+would receive for both the list and the watch (``FakeApi.wire``), and the fake answers
+them as the server would: only the selected objects.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fakeapi import FakeApi
 
-from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
-from kubekit.rest import Rest
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
 from reconciler.controllers import load
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.manager import Manager
 
 
-class _Stream:
-    """The part of a urllib3 response that ``Rest.watch`` reads."""
-
-    def __init__(self, events: list[dict[str, Any]], stop: threading.Event) -> None:
-        self.body = b"".join(json.dumps(e).encode() + b"\n" for e in events)
-        self.stop = stop
-
-    def stream(self, amt: int, decode_content: bool) -> Iterator[bytes]:
-        yield self.body
-        self.stop.set()  # the stream has ended: stop the informer's loop
-
-    def release_conn(self) -> None:
-        pass
-
-
-class RecordingRest(Rest):
-    """A ``Rest`` whose requests are recorded and answered from a script: one list
-    page, then one watch stream; the informer is stopped when the stream ends."""
-
-    def __init__(self, page: dict[str, Any], events: list[dict[str, Any]],
-                 stop: threading.Event) -> None:
-        super().__init__(api=None)  # type: ignore[arg-type]
-        self.page = page
-        self.events = events
-        self.stop = stop
-        self.requests: list[tuple[str, dict[str, Any]]] = []
-
-    def raw(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-            **kwargs: Any) -> Any:
-        # Rest.raw leaves out None values; record what would be sent.
-        sent = {k: v for k, v in (query or {}).items() if v is not None}
-        self.requests.append((path, sent))
-        if sent.get("watch"):
-            return _Stream(self.events, self.stop)
-        return self.page
-
-
-def run(resource: Any, page: dict[str, Any], events: list[dict[str, Any]]
-        ) -> tuple[RecordingRest, Store]:
+def run(resource: Resource, objects: list[dict[str, Any]],
+        during_watch: Callable[[Any], None] = lambda client: None) -> tuple[FakeApi, Store]:
+    """An informer of ``resource`` over ``Rest`` and the fake holding ``objects``: one
+    list, one watch (``during_watch(client)`` writes first); the informer is stopped
+    when the watch stream ends."""
+    api = FakeApi()
+    for obj in objects:
+        api.put(CONFIG_MAP, obj)
     stop = threading.Event()
-    rest = RecordingRest(page, events, stop)
+
+    def one_watch(client: Any, resource: Resource, namespace: str | None,
+                  **kwargs: Any) -> Iterator[dict[str, Any]]:
+        during_watch(client)
+        yield from client.watch(resource, namespace, **kwargs)
+        stop.set()  # the stream has ended: stop the informer's loop
+
+    api.interceptors.watch = one_watch
     store = Store(resource)
-    informer = Informer(rest=rest, resource=resource, namespace=None, store=store,
+    informer = Informer(rest=api.rest(), resource=resource, namespace=None, store=store,
                         handler=lambda etype, old, new: None, stop=stop)
     informer._run()
-    return rest, store
+    return api, store
 
 
-def cm(name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+def cm(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns"}, "data": {}}
+
+
+def touch(name: str) -> Callable[[Any], None]:
+    return lambda client: client.patch(CONFIG_MAP, "ns", name, {"data": {"changed": "yes"}})
 
 
 def test_named_resource_is_listed_and_watched_with_a_field_selector() -> None:
     selected = CONFIG_MAP.named("argo-rollouts-config")
-    rest, store = run(
-        selected,
-        {"metadata": {"resourceVersion": "10"}, "items": [cm("argo-rollouts-config", "9")]},
-        [{"type": "MODIFIED", "object": cm("argo-rollouts-config", "11")}],
-    )
-    (list_path, list_query), (watch_path, watch_query) = rest.requests
+    listed: list[str] = []
+
+    def change_both(client: Any) -> None:
+        listed.append(client.resource_version)
+        touch("argo-rollouts-config")(client)
+        touch("other")(client)
+
+    api, store = run(selected, [cm("argo-rollouts-config"), cm("other")], change_both)
+    (list_method, list_path, list_query), (_, watch_path, watch_query) = api.wire
+    assert list_method == "GET"
     assert list_path == watch_path == "/api/v1/configmaps"
     assert list_query["fieldSelector"] == "metadata.name=argo-rollouts-config"
     assert watch_query["fieldSelector"] == "metadata.name=argo-rollouts-config"
-    assert watch_query["resourceVersion"] == "10"  # the watch is otherwise unchanged
-    assert store.get("ns", "argo-rollouts-config")["metadata"]["resourceVersion"] == "11"  # type: ignore[index]
+    assert watch_query["resourceVersion"] == listed[0]  # the watch is otherwise unchanged
+    assert store.get("ns", "argo-rollouts-config") == api.get(
+        CONFIG_MAP, "ns", "argo-rollouts-config")
+    assert store.get("ns", "other") is None  # neither listed nor watched
 
 
 def test_unnamed_resource_sends_no_field_selector() -> None:
-    rest, _ = run(CONFIG_MAP, {"metadata": {"resourceVersion": "1"}, "items": []}, [])
-    assert all("fieldSelector" not in query for _, query in rest.requests)
-    assert len(rest.requests) == 2
+    api, store = run(CONFIG_MAP, [cm("a")], touch("a"))
+    assert all("fieldSelector" not in query for _, _, query in api.wire)
+    assert len(api.wire) == 2
+    assert store.get("ns", "a")["data"] == {"changed": "yes"}  # type: ignore[index]
 
 
 def test_a_named_resource_is_its_own_cache() -> None:
