@@ -4,33 +4,16 @@ are fetched by name, RolloutManagers listed per namespace, nothing more."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
+from fakeapi import FakeApi
 from kubernetes import client as k8s
 
-from kubekit.kinds import ANALYSIS_TEMPLATE, Resource
-from kubekit.rest import Rest
+from kubekit.kinds import ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE
 from webhook.lookups import ClusterLookups
 
 RBAC = Path(__file__).resolve().parents[3] / "manifests" / "webhook" / "rbac.yaml"
 GROUP = ANALYSIS_TEMPLATE.group
-
-
-class RecordingRest(Rest):
-    """Stands in for the look-ups' REST client: records (verb, plural) of every call."""
-
-    def __init__(self) -> None:
-        super().__init__(k8s.ApiClient(k8s.Configuration()))
-        self.calls: set[tuple[str, str]] = set()
-
-    def get(self, resource: Resource, namespace: str, name: str, **kw: Any) -> Any:
-        self.calls.add(("get", resource.plural))
-        return {"spec": {}}
-
-    def list(self, resource: Resource, namespace: str | None = None, **kw: Any) -> Any:
-        self.calls.add(("list", resource.plural))
-        return {"items": []}
 
 
 def _granted() -> set[tuple[str, str]]:
@@ -44,12 +27,16 @@ def _granted() -> set[tuple[str, str]]:
 
 
 def test_cluster_role_grants_exactly_the_lookups_calls():
+    api = FakeApi()  # the look-ups' REST client is a real Rest answered by the fake
+    api.put(ANALYSIS_TEMPLATE, {"metadata": {"name": "a", "namespace": "ns"}, "spec": {}})
+    api.put(CLUSTER_ANALYSIS_TEMPLATE, {"metadata": {"name": "b"}, "spec": {}})
     lookups = ClusterLookups(k8s.ApiClient(k8s.Configuration()))
-    api = RecordingRest()
-    lookups._rest = api
-    lookups.template("AnalysisTemplate", "ns", "a")
-    lookups.template("ClusterAnalysisTemplate", "", "b")
+    lookups._rest = api.rest()
+    assert lookups.template("AnalysisTemplate", "ns", "a") is not None
+    assert lookups.template("ClusterAnalysisTemplate", "", "b") is not None
     lookups.rollout_managers("ns")
-    assert api.calls == {("get", "analysistemplates"), ("get", "clusteranalysistemplates"),
-                         ("list", "rolloutmanagers")}
-    assert _granted() == api.calls
+    calls = {(r.verb, r.resource.plural) for r in api.requests}
+    assert calls == {("get", "analysistemplates"), ("get", "clusteranalysistemplates"),
+                     ("list", "rolloutmanagers")}
+    assert {method for method, _, _ in api.wire} == {"GET"}
+    assert _granted() == calls
