@@ -342,12 +342,13 @@ class FakeApi:
             self._closed += 1
             self._changed.notify_all()
 
-    def cache(self, *resources: Resource, live: bool = True,
-              indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None) -> CacheView:
-        """A ``CacheView`` over ``resources`` (default: every registered one) holding
+    def stores(self, *resources: Resource, live: bool = True,
+               indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None,
+               ) -> dict[Resource, Store]:
+        """One runtime ``Store`` per resource (default: every registered one) holding
         copies of what the fake holds, with ``indexes`` (a controller's ``indexes``);
         ``live``: kept up to date on every change (an informer with no lag), else a
-        snapshot (a cache that lags)."""
+        snapshot (a cache that lags). For a ``CacheView`` of your own; see :meth:`cache`."""
         with self._lock:
             stores: dict[Resource, Store] = {}
             for resource in resources or tuple(self._kinds.values()):
@@ -361,7 +362,12 @@ class FakeApi:
                 stores[resource] = store
                 if live:
                     self._mirrors.append(store)
-            return CacheView(stores)
+            return stores
+
+    def cache(self, *resources: Resource, live: bool = True,
+              indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None) -> CacheView:
+        """``CacheView(self.stores(*resources, live=live, indexes=indexes))``."""
+        return CacheView(self.stores(*resources, live=live, indexes=indexes))
 
     def rest(self) -> Rest:
         """A real ``kubekit.rest.Rest`` answered by this fake: its ``raw`` requests are

@@ -277,6 +277,10 @@ def test_a_live_cache_follows_the_fake_and_a_snapshot_lags() -> None:
     assert snapshot.get(ROLLOUT_MANAGER, "ns", "rm") is None
     api.remove(ROLLOUT_MANAGER, "ns", "rm")
     assert live.list(ROLLOUT_MANAGER) == []
+    stores = api.stores(CONFIG_MAP.named("one"))  # a named resource holds only its name
+    api.create(CONFIG_MAP, "ns", {"metadata": {"name": "one"}})
+    api.create(CONFIG_MAP, "ns", {"metadata": {"name": "two"}})
+    assert [o["metadata"]["name"] for o in stores[CONFIG_MAP.named("one")].list()] == ["one"]
 
 
 def test_context_caches_what_the_controller_watches_with_its_indexes() -> None:
