@@ -42,7 +42,8 @@ bench: venv
 	$(PY) bench/admission.py --duration 15 --rounds 10
 
 # 100,000 mutated AdmissionReviews over TLS to the four endpoints; fails on any 5xx,
-# dropped connection or answer that breaks the HTTP contract (DESIGN.md).
+# dropped connection or answer that breaks the HTTP contract (README "Hostile and
+# broken clients").
 .PHONY: fuzz
 fuzz: venv
 	$(PY) bench/fuzz.py --requests 100000

@@ -8,12 +8,12 @@ control characters, right-to-left marks, non-ASCII), keys deleted or added, list
 duplicated, the envelope broken, and one in five also mangled as bytes (truncated, a
 byte flipped, bytes inserted, non-UTF-8, UTF-16). One in ten bodies goes chunked.
 
-The oracle is the HTTP contract (DESIGN.md): a body that is an AdmissionReview (JSON
-object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request with a non-empty string
-uid, judged with the same ``json.loads`` the server uses) must get HTTP 200 and an
-AdmissionReview answering that uid with a boolean ``allowed``; anything else must get a
-400. It fails (exit 1) on any 5xx, any dropped connection, and any answer that breaks
-that rule, printing the first few offending requests.
+The oracle is the HTTP contract (README "Hostile and broken clients"): a body that is
+an AdmissionReview (JSON object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request
+with a non-empty string uid, judged with the same ``json.loads`` the server uses) must
+get HTTP 200 and an AdmissionReview answering that uid with a boolean ``allowed``;
+anything else must get a 400. It fails (exit 1) on any 5xx, any dropped connection, and
+any answer that breaks that rule, printing the first few offending requests.
 
     .venv/bin/python bench/fuzz.py [--requests 100000] [--seed 1] [--clients 2] [--threads 4]
 """

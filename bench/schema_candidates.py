@@ -1,7 +1,7 @@
 """The candidates for the schema verdict of the fast valid path, on the unit corpus.
 
 For each of the two schemas (inlined as ``schemas/compiled.py`` compiles them), times one
-valid/invalid verdict per object over the objects of ``tests/unit/corpus`` (split by
+valid/invalid verdict per object over the objects of ``tests/unit/schemas/corpus`` (split by
 jsonschema's verdict: schema-valid, schema-invalid) for:
 
 - ``jsonschema iter_errors``: what deciding cost before the fast path (errors built);
@@ -46,7 +46,7 @@ Verdict = Callable[[Any], bool]
 
 def corpus() -> dict[str, list[Any]]:
     objects: dict[str, list[Any]] = {"stage": [], "rolloutmanager": []}
-    for path in sorted((ROOT / "tests" / "unit" / "corpus").glob("*.yaml")):
+    for path in sorted((ROOT / "tests" / "unit" / "schemas" / "corpus").glob("*.yaml")):
         for case in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             obj = (case or {}).get("object")
             if isinstance(obj, dict):

@@ -1,9 +1,10 @@
 """Plain-JSON access to any resource through the official client's ApiClient.
 
-rollgate handles every object as unstructured JSON (DESIGN.md), so instead of the
-typed models we send raw requests built from a ``Resource``. This also keeps watch
-streams under our control (bookmarks, resourceVersion, 410 handling) and lets the
-controllers use merge patches, JSON patches and server-side apply uniformly.
+rollgate handles every object as unstructured JSON (README "Code layout and checks":
+the plain-JSON REST helper), so instead of the typed models we send raw requests built
+from a ``Resource``. This also keeps watch streams under our control (bookmarks,
+resourceVersion, 410 handling) and lets the controllers use merge patches, JSON patches
+and server-side apply uniformly.
 
 Errors are ``kubernetes.client.exceptions.ApiException`` (status 0 for transport
 errors), classified by the helpers at the bottom.

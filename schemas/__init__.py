@@ -2,7 +2,11 @@
 
 Used by the webhook (admission), the reconciler (re-checking before it acts) and the
 offline ``python -m schemas validate`` CLI, so the three can never disagree about what
-is valid.
+is valid. The modules here are the JSON Schemas and their compilation (``compiled``,
+``translate``), the rules they cannot say (``stage``, ``references``, ``plugins``,
+``names``, ``limits``), defaulting, normalising and ratcheting, and the one table of
+kinds (``kinds``). The CLI and all file reading are in ``schemas.cli``, which nothing
+else in rollgate imports (see schemas/README.md for the table of modules).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Defaulting as RFC 6902 JSON Patches for the mutating webhook.
 
-Defaulting adds nothing that upstream treats the same when absent (DESIGN.md): a field
-added into an atomic list (``kind: AnalysisTemplate`` on a template reference,
+Defaulting adds nothing that upstream treats the same when absent (README "Decisions
+where upstream left a question open", "No defaulting of Stages"): a field added into an
+atomic list (``kind: AnalysisTemplate`` on a template reference,
 ``clusterScope: false``) makes kubectl and Argo CD report a change on every sync, so a
 Stage gets no patch at all; every reader takes an absent ``kind`` as AnalysisTemplate and
 an absent ``clusterScope`` as false. What remains is the RolloutManager's sha256, which

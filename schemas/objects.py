@@ -1,6 +1,7 @@
-"""Reading objects handled as plain JSON (DESIGN.md: every object is a dict), for every
-layer: a field that is missing or of the wrong type reads as empty instead of raising,
-because admission input and other controllers' objects can hold anything."""
+"""Reading objects handled as plain JSON (every object is a dict, as ``kubekit.rest``
+hands it out), for every layer: a field that is missing or of the wrong type reads as
+empty instead of raising, because admission input and other controllers' objects can
+hold anything."""
 
 from __future__ import annotations
 

@@ -161,7 +161,8 @@ def walk_templates(
 
 def build_order(found: Iterable[Found]) -> list[Found]:
     """Namespaced templates before cluster ones, walk order kept within each group
-    (DESIGN.md "Builder"): the order the run's metrics and args are merged in."""
+    (README "Engine mode", "The run"): the order the run's metrics and args are merged
+    in."""
     found = list(found)
     return [f for f in found if not f.key.cluster] + [f for f in found if f.key.cluster]
 

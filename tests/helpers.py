@@ -1,8 +1,9 @@
 """Helpers shared by the unit and HTTP tests (and the bench, through tests/http/reviews.py).
 
 On the import path as ``helpers`` (pyproject: ``[tool.pytest.ini_options] pythonpath``).
-They state the contract independently of the code under test: object shapes from the
-DESIGN.md table, and a JSON Patch applier that is not ``schemas.pointer``'s.
+They state the contract independently of the code under test: object shapes of the
+upstream projects at the versions README "Target versions" pins, and a JSON Patch
+applier that is not ``schemas.pointer``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# DESIGN.md "Objects": the apiVersion of each kind the tests build.
+# The apiVersion of each kind the tests build (the CRDs in manifests/crds).
 API_VERSIONS = {
     "Stage": "kargo.akuity.io/v1alpha1",
     "Freight": "kargo.akuity.io/v1alpha1",

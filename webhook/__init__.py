@@ -1,5 +1,12 @@
-"""The rollgate admission webhook: Flask app (AdmissionReview v1), cross-object
-look-ups, metrics, and the gunicorn TLS server behind ``python -m webhook``.
+"""The rollgate admission webhook: the admission decisions, and (``webhook.server``) the
+HTTP server behind ``python -m webhook``.
+
+Here, with no HTTP framework: ``admission`` (AdmissionReview v1 in, AdmissionReview out,
+as pure functions), ``payloads`` (its types), ``lookups`` (the cross-object look-ups,
+with their cache and per-request budget), ``config`` (the app's settings), ``metrics``
+(Prometheus, multiprocess under gunicorn). ``webhook.server`` holds the Flask app, the
+gunicorn worker, framing, TLS and gunicorn's settings; none of the modules above imports
+it, flask or gunicorn (an import-linter contract in ``pyproject.toml``).
 
 ``create_app`` is imported lazily: ``python -m webhook`` must set
 ``PROMETHEUS_MULTIPROC_DIR`` before prometheus-client is first imported (it picks
@@ -13,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 from webhook.config import Lookups, WebhookConfig
 
 if TYPE_CHECKING:
-    from webhook.app import create_app
+    from webhook.server.app import create_app
 
 __all__ = ["Lookups", "WebhookConfig", "create_app"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from webhook.app import create_app
+        from webhook.server.app import create_app
 
         return create_app
     raise AttributeError(f"module 'webhook' has no attribute {name!r}")

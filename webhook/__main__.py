@@ -19,7 +19,7 @@ import tempfile
 from typing import Any
 
 from webhook.config import WebhookConfig
-from webhook.worker import Limits
+from webhook.server.worker import Limits
 
 log = logging.getLogger("rollgate.webhook")
 
@@ -95,31 +95,25 @@ def main(argv: list[str] | None = None) -> int:
     if own_metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rollgate-metrics-")
 
-    from gunicorn.app.base import BaseApplication
-
-    from webhook.gunicorn_conf import settings
-    from webhook.logs import configure
+    from webhook.server.gunicorn_conf import settings
+    from webhook.server.logs import configure
+    from webhook.server.run import serve
 
     configure(level=args.log_level)
 
-    class Server(BaseApplication):
-        def load_config(self) -> None:
-            for key, value in settings(
-                bind=args.bind, certfile=args.tls_cert_file, keyfile=args.tls_key_file,
-                workers=args.workers, threads=args.threads, log_level=args.log_level,
-                limits=Limits(max_connections=args.max_connections,
-                              request_timeout=args.request_timeout),
-            ).items():
-                self.cfg.set(key, value)
+    def load() -> Any:
+        # Runs in each worker after fork: its own API client and connection pool.
+        from webhook.server.app import create_app
 
-        def load(self) -> Any:
-            # Runs in each worker after fork: its own API client and connection pool.
-            from webhook.app import create_app
-
-            return create_app(webhook_config(args))
+        return create_app(webhook_config(args))
 
     try:
-        Server().run()
+        serve(settings(
+            bind=args.bind, certfile=args.tls_cert_file, keyfile=args.tls_key_file,
+            workers=args.workers, threads=args.threads, log_level=args.log_level,
+            limits=Limits(max_connections=args.max_connections,
+                          request_timeout=args.request_timeout),
+        ), load)
     finally:
         if own_metrics_dir:
             shutil.rmtree(os.environ["PROMETHEUS_MULTIPROC_DIR"], ignore_errors=True)

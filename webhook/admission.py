@@ -1,6 +1,8 @@
-"""AdmissionReview in, AdmissionReview out: the HTTP contract of DESIGN.md as pure
-functions over dicts. No Flask, no I/O: the look-ups arrive as callables, so every
-branch is testable without a server and the benchmark can time the decision alone.
+"""AdmissionReview in, AdmissionReview out: the webhook's answers (README "Webhook
+(``python -m webhook``)", "What a user sees" and "Decisions where upstream left a
+question open") as pure functions over dicts. No Flask, no I/O: the look-ups arrive as
+callables, so every branch is testable without a server and the benchmark can time the
+decision alone. The HTTP side is ``webhook.server``.
 """
 
 from __future__ import annotations

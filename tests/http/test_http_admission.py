@@ -1,5 +1,6 @@
-"""The webhook HTTP contract (DESIGN.md "Webhook HTTP contract"), through Flask's
-test client: what the API server sends, what it gets back."""
+"""The webhook HTTP contract (README "Webhook (`python -m webhook`)" and "Hostile and
+broken clients"), through Flask's test client: what the API server sends, what it gets
+back."""
 
 from __future__ import annotations
 
@@ -251,8 +252,9 @@ def test_patch_is_applied_once_and_is_idempotent(post):
     {"verification": {"analysisTemplates": [{"name": "success-rate"}]}},
 ], ids=["analysis", "verification"])
 def test_stage_mutation_answers_without_a_patch(post, spec):
-    # DESIGN.md: no mutating registration for Stages; the endpoint stays for a
-    # registration left from an earlier release and answers an allow, unchanged.
+    # README "What calls the webhook": no mutating registration for Stages; the endpoint
+    # stays for a registration left from an earlier release and answers an allow,
+    # unchanged.
     response = post(MUTATE_STAGES, review(reviews.stage(spec)))
     assert response["allowed"] is True
     assert "patch" not in response and "patchType" not in response

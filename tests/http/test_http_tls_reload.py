@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 import certs
 from certs.generate import build_serving_cert, write_atomic
 from certs.pki import cert_pem, key_pem
-from webhook.tls import ReloadingContext, harden
+from webhook.server.tls import ReloadingContext, harden
 
 
 def test_half_rotated_files_keep_the_previous_context(tmp_path):

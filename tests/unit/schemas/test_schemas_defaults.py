@@ -54,8 +54,9 @@ ROLLOUT_MANAGER = {
 @pytest.mark.parametrize("stage", [STAGE_ANALYSIS, STAGE_VERIFICATION],
                          ids=["analysis", "verification"])
 def test_stages_get_no_patch(stage: dict[str, Any]) -> None:
-    # DESIGN.md: nothing upstream treats the same when absent is added (no kind, no
-    # clusterScope), or every re-apply and Argo CD sync would show a change.
+    # README "No defaulting of Stages": nothing upstream treats the same when absent is
+    # added (no kind, no clusterScope), or every re-apply and Argo CD sync would show a
+    # change.
     assert schemas.default_patch(stage) == []
 
 

@@ -1,5 +1,6 @@
-"""Runtime pieces that need no API server: informer bookkeeping (against a scripted
-stand-in for the REST layer), the worker's retry rules, leases, flags, probes."""
+"""Runtime pieces that need no API server: informer bookkeeping (against the fake API,
+tests/unit/fakeapi.py, whose watch hook plays what happens between requests), the
+worker's retry rules, leases, flags, probes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from fakeapi import FakeApi, api_error
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import ANALYSIS_RUN, CLUSTER_ANALYSIS_TEMPLATE, CONFIG_MAP, STAGE
@@ -23,90 +25,101 @@ from reconciler.runtime.types import Key, Requeue, Watch
 from reconciler.runtime.watches import enqueue_self
 
 
-def obj(name, rv, ns="ns"):
-    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv}}
+def obj(name, ns="ns"):
+    return {"metadata": {"name": name, "namespace": ns}}
 
 
-class ScriptedRest:
-    """Plays back list pages and watch streams; records what was asked."""
+def scripted_watches(stop, *steps):
+    """A watch hook for the fake API: before the n-th watch request ``steps[n](client)``
+    runs (writes the informer has not seen, a compaction, an error raised as the
+    request's answer), then the fake answers it; the request after the last step stops
+    the informer."""
+    script = iter(steps)
 
-    def __init__(self, lists, watches, stop):
-        self.lists = list(lists)
-        self.watches = list(watches)
-        self.stop = stop
-        self.watch_rvs = []
-
-    def list(self, resource, namespace, **query):
-        return self.lists.pop(0)
-
-    def watch(self, resource, namespace, *, resource_version, timeout_seconds):
-        self.watch_rvs.append(resource_version)
-        if not self.watches:
-            self.stop.set()
+    def watch(client, resource, namespace, **kwargs):
+        step = next(script, None)
+        if step is None:
+            stop.set()
             return
-        step = self.watches.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        yield from step
+        step(client)
+        yield from client.watch(resource, namespace, **kwargs)
+
+    return watch
 
 
-def run_informer(lists, watches):
+def run_informer(api, *steps, record=lambda t, o: (t, o["metadata"]["name"])):
+    """Run an informer of AnalysisRuns over ``api`` on this thread, until the steps
+    are played."""
     stop = threading.Event()
-    rest = ScriptedRest(lists, watches, stop)
+    api.interceptors.watch = scripted_watches(stop, *steps)
     store = Store(ANALYSIS_RUN)
     seen = []
     restarts = []
-    inf = Informer(rest=rest, resource=ANALYSIS_RUN, namespace=None, store=store,
-                   handler=lambda t, old, o: seen.append((t, o["metadata"]["name"])), stop=stop,
+    inf = Informer(rest=api, resource=ANALYSIS_RUN, namespace=None, store=store,
+                   handler=lambda t, old, o: seen.append(record(t, o)), stop=stop,
                    on_restart=restarts.append)
     inf._run()
-    return inf, store, seen, rest, restarts
+    return inf, store, seen, restarts
+
+
+def watched_from(api):
+    """The resourceVersion of each watch request, in order."""
+    return [r.options["resource_version"] for r in api.requests if r.verb == "watch"]
 
 
 def test_informer_lists_then_watches_from_the_list_resource_version():
-    inf, store, seen, rest, _ = run_informer(
-        [{"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}],
-        [[{"type": "ADDED", "object": obj("b", "11")},
-          {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}]],
-    )
-    assert rest.watch_rvs[0] == "10"
-    assert rest.watch_rvs[1] == "15"  # bookmark moved the resourceVersion on
+    api = FakeApi()
+    api.put(ANALYSIS_RUN, obj("a"))
+    listed = api.resource_version
+
+    def create_b_then_write_elsewhere(client):
+        client.create(ANALYSIS_RUN, "ns", obj("b"))
+        client.create(STAGE, "ns", obj("s"))  # only the closing bookmark carries this rv
+
+    inf, store, seen, _ = run_informer(api, create_b_then_write_elsewhere)
+    b_version = store.get("ns", "b")["metadata"]["resourceVersion"]
+    assert watched_from(api) == [listed, api.resource_version]
+    assert api.resource_version != b_version  # the bookmark moved the resourceVersion on
     assert ("ADDED", "a") in seen and ("ADDED", "b") in seen
     assert store.get("ns", "a")["kind"] == "AnalysisRun"  # list items get their kind back
     assert inf.synced.is_set()
 
 
 def test_informer_relists_on_410_and_reports_deletions_it_missed():
-    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
-    _, store, seen, rest, restarts = run_informer(
-        [
-            {"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5"), obj("b", "6")]},
-            {"metadata": {"resourceVersion": "30"}, "items": [obj("b", "20")]},
-        ],
-        [[gone]],
-    )
+    api = FakeApi()
+    api.put(ANALYSIS_RUN, obj("a"))
+    api.put(ANALYSIS_RUN, obj("b"))
+
+    def change_then_compact(client):
+        client.delete(ANALYSIS_RUN, "ns", "a")
+        client.patch(ANALYSIS_RUN, "ns", "b", {"metadata": {"labels": {"changed": "yes"}}})
+        client.compact()  # the watch's resourceVersion is gone: an ERROR event, code 410
+
+    _, store, seen, restarts = run_informer(api, change_then_compact)
     assert store.get("ns", "a") is None
-    assert store.get("ns", "b")["metadata"]["resourceVersion"] == "20"
+    assert store.get("ns", "b") == api.get(ANALYSIS_RUN, "ns", "b")
     assert ("DELETED", "a") in seen
     assert seen.count(("ADDED", "b")) == 2  # initial, then changed while not watching
-    assert rest.watch_rvs[-1] == "30"
+    assert watched_from(api)[-1] == api.resource_version  # from the second list
     assert "gone" in restarts
 
 
 def test_informer_watch_http_410_also_relists():
-    _, store, _, _, _ = run_informer(
-        [{"metadata": {"resourceVersion": "1"}, "items": []},
-         {"metadata": {"resourceVersion": "2"}, "items": [obj("x", "2")]}],
-        [ApiException(status=410, reason="Gone")],
-    )
+    api = FakeApi()
+
+    def create_then_answer_410(client):
+        client.create(ANALYSIS_RUN, "ns", obj("x"))
+        raise api_error(410, "Expired")
+
+    _, store, _, _ = run_informer(api, create_then_answer_410)
     assert store.get("ns", "x") is not None
 
 
 def test_informer_applies_deletes_from_the_watch():
-    _, store, seen, _, _ = run_informer(
-        [{"metadata": {"resourceVersion": "1"}, "items": [obj("a", "1")]}],
-        [[{"type": "DELETED", "object": obj("a", "2")}]],
-    )
+    api = FakeApi()
+    api.put(ANALYSIS_RUN, obj("a"))
+    _, store, seen, _ = run_informer(
+        api, lambda client: client.delete(ANALYSIS_RUN, "ns", "a"))
     assert store.get("ns", "a") is None
     assert seen[-1] == ("DELETED", "a")
 
@@ -114,26 +127,27 @@ def test_informer_applies_deletes_from_the_watch():
 def test_informer_skips_the_echo_of_a_write_the_cache_already_took_in():
     """A controller's own write, observed into the cache from the write's response,
     wakes nothing when the watch brings it back; someone else's later write does."""
+    api = FakeApi()
+    first = api.put(ANALYSIS_RUN, obj("a"))["metadata"]["resourceVersion"]
+    versions = {}
+
+    def our_write_then_theirs(client):
+        ours = client.patch(ANALYSIS_RUN, "ns", "a", {"metadata": {"labels": {"by": "us"}}})
+        store.upsert_if_newer(ours)  # our write's response (Cache.observe)
+        theirs = client.patch(ANALYSIS_RUN, "ns", "a",
+                              {"metadata": {"labels": {"by": "them"}}})
+        versions["theirs"] = theirs["metadata"]["resourceVersion"]
+
     stop = threading.Event()
-    rest = ScriptedRest(
-        [{"metadata": {"resourceVersion": "10"}, "items": [obj("a", "5")]}],
-        [[{"type": "MODIFIED", "object": obj("a", "12")},
-          {"type": "MODIFIED", "object": obj("a", "13")}]], stop)
+    api.interceptors.watch = scripted_watches(stop, our_write_then_theirs)
     store = Store(ANALYSIS_RUN)
     seen = []
-    inf = Informer(rest=rest, resource=ANALYSIS_RUN, namespace=None, store=store,
+    inf = Informer(rest=api, resource=ANALYSIS_RUN, namespace=None, store=store,
                    handler=lambda t, old, o: seen.append((t, o["metadata"]["resourceVersion"])),
                    stop=stop)
-    real_watch = rest.watch
-
-    def watch_after_our_write(*args, **kwargs):
-        store.upsert_if_newer(obj("a", "12"))  # our write's response (Cache.observe)
-        yield from real_watch(*args, **kwargs)
-
-    rest.watch = watch_after_our_write
     inf._run()
-    assert seen == [("ADDED", "5"), ("MODIFIED", "13")]
-    assert store.get("ns", "a")["metadata"]["resourceVersion"] == "13"
+    assert seen == [("ADDED", first), ("MODIFIED", versions["theirs"])]
+    assert store.get("ns", "a")["metadata"]["resourceVersion"] == versions["theirs"]
 
 
 def test_cache_view_names_an_unwatched_resource():

@@ -8,7 +8,7 @@ reads with a per-read timeout, so a client sending one byte every few seconds ke
 thread forever, and a handful of them stop the webhook. Here a connection costs a
 thread only from the moment its whole request is in memory until the answer is
 written; everything before that happens in the loop, without blocking, under these
-rules (DESIGN.md "Webhook HTTP contract"):
+rules (README "Hostile and broken clients"):
 
 - **One deadline per request** (``request_timeout``): a new connection's TLS handshake,
   headers and body, or a kept-alive connection's next request from its first byte,
@@ -17,7 +17,7 @@ rules (DESIGN.md "Webhook HTTP contract"):
   connection past the cap closes the one that has waited longest, lingering closes
   first, then idle keep-alive connections (the least recently used first), then
   unfinished requests, so a flood of idle connections cannot lock new clients out.
-- **Framing is checked before a thread sees the request** (:mod:`webhook.framing`): a
+- **Framing is checked before a thread sees the request** (:mod:`webhook.server.framing`): a
   malformed chunked body is a 400, a body over the limit a 413, each sent with
   ``Connection: close``; the rest of the body the client is still sending is read and
   dropped before the close (a declared length exactly, so a client that sends the
@@ -57,7 +57,7 @@ from gunicorn.workers.gthread import (  # type: ignore[attr-defined]
 )
 
 from webhook.config import MAX_BODY_BYTES
-from webhook.framing import Complete, Framer, Refuse
+from webhook.server.framing import Complete, Framer, Refuse
 
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE

@@ -20,7 +20,7 @@ def configure(*, level: str = "INFO") -> None:
 
 class _QuietTimeouts(logging.Filter):
     """gunicorn logs a socket timeout (a client that stalled in the TLS handshake or
-    while sending its request; see ``webhook.gunicorn_conf.BoundedSSLSocket``) as an
+    while sending its request; see ``webhook.server.gunicorn_conf.BoundedSSLSocket``) as an
     error with a traceback. It is the client's doing and can be provoked at will, so it
     becomes one short info line."""
 

@@ -1,5 +1,9 @@
-"""``spec.analysis`` -> ``spec.verification``: the rewrite behind ``python -m schemas
-migrate`` and the finding ``python -m schemas validate`` gives for the old spelling.
+"""``spec.analysis`` -> ``spec.verification``: ``python -m schemas migrate`` (the rewrite
+and the command) and the finding ``python -m schemas validate`` gives for the old spelling.
+
+``migrate FILE|DIR...`` prints the files with ``spec.analysis`` rewritten to
+``spec.verification`` (``--write``: rewrites them in place); exit 1 when a Stage cannot
+be migrated (the reason names its field), 2 when a file cannot be read.
 
 No released Kargo CRD stores ``spec.analysis`` (the form first proposed for Kargo): the
 API server refuses it as an unknown field, or drops it and nothing is ever verified. The
@@ -14,18 +18,31 @@ result is parsed again and checked before it is offered.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
+from schemas.cli import EXIT_INVALID, EXIT_OK, EXIT_UNREADABLE
+from schemas.cli.manifests import (
+    Located,
+    Source,
+    Unreadable,
+    entry,
+    label,
+    objects,
+    parse,
+    read_sources,
+)
 from schemas.constants import KIND_CLUSTER_ANALYSIS_TEMPLATE, KIND_STAGE
 from schemas.dispatch import owned_kind
 from schemas.findings import Finding, Path, errors
-from schemas.manifests import Located, Source, Unreadable, entry, objects, parse
 from schemas.stage import check_stage
 
 STANZA: Path = ("spec", "analysis")
@@ -320,3 +337,54 @@ def migrate_source(source: Source) -> Outcome:
         return outcome
     outcome.text = text
     return outcome
+
+
+# ---------------------------------------------------------------- the command
+
+
+def _write_in_place(path: str, text: str) -> None:
+    """Replace ``path`` atomically (a reader never sees half a file), keeping its mode."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".migrate-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def migrate(paths: Sequence[str], *, write: bool, recursive: bool = False,
+            out: TextIO, err: TextIO) -> int:
+    """Rewrite ``spec.analysis`` as ``spec.verification`` in every file of ``paths``."""
+    if write and "-" in paths:
+        print("--write cannot rewrite stdin (-)", file=err)
+        return EXIT_UNREADABLE
+    sources, problems = read_sources(paths, recursive=recursive)
+    unreadable = len(problems)
+    for problem in problems:
+        print(problem, file=err)
+    texts: list[str] = []
+    refused = 0
+    for source in sources:
+        outcome = migrate_source(source)
+        for located, finding in outcome.refused:
+            print(f"{source.path}: {label(located.data)}: {finding}", file=err)
+        refused += len(outcome.refused)
+        if outcome.refused:
+            continue
+        for located, what in outcome.migrated:
+            print(f"{source.path}: {label(located.data)}: {what}", file=err)
+        if not outcome.migrated:
+            print(f"{source.path}: nothing to migrate", file=err)
+        elif write:
+            _write_in_place(source.path, outcome.text)
+        texts.append(outcome.text)
+    if not write and not refused and not unreadable:
+        # Several files become one stream, as `kubectl apply -f -` reads it.
+        out.write("---\n".join(t if t.endswith("\n") or not t else t + "\n" for t in texts))
+    return EXIT_UNREADABLE if unreadable else EXIT_INVALID if refused else EXIT_OK

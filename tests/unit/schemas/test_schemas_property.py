@@ -154,8 +154,8 @@ def test_migrate_never_raises_and_what_it_writes_validates(stanza: Any, flow: bo
     # changed.
     import yaml
 
-    from schemas.manifests import Source, Unreadable, parse
-    from schemas.migrate import migrate_source
+    from schemas.cli.manifests import Source, Unreadable, parse
+    from schemas.cli.migrate import migrate_source
 
     stage = {"kind": "Stage", "metadata": {"name": "s"},
              "spec": {"requestedFreight": [], "analysis": stanza}}

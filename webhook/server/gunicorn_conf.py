@@ -1,4 +1,4 @@
-"""gunicorn settings and hooks for the webhook: :class:`webhook.worker.WebhookWorker`
+"""gunicorn settings and hooks for the webhook: :class:`webhook.server.worker.WebhookWorker`
 (gthread whose event loop reads each request whole before a thread serves it), TLS
 1.2+ with AEAD suites only and certificate reload, JSON logs, prometheus multiprocess
 clean-up.
@@ -14,9 +14,9 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from webhook.logs import GunicornJsonLogger
-from webhook.tls import ReloadingContext
-from webhook.worker import Limits, WebhookWorker
+from webhook.server.logs import GunicornJsonLogger
+from webhook.server.tls import ReloadingContext
+from webhook.server.worker import Limits, WebhookWorker
 
 # The API server keeps connections to webhooks alive (Go's default idle timeout is
 # 90 s); closing idle ones sooner makes it re-handshake TLS on the admission path, and a
@@ -24,7 +24,7 @@ from webhook.worker import Limits, WebhookWorker
 KEEPALIVE_SECONDS = 75
 
 # A thread writes the answer on a socket with this timeout, so a client that stops
-# reading cannot keep it. (Reading never blocks a thread: see webhook.worker.)
+# reading cannot keep it. (Reading never blocks a thread: see webhook.server.worker.)
 IO_TIMEOUT_SECONDS = 5.0
 
 _contexts: dict[tuple[str, str], ReloadingContext] = {}

@@ -154,6 +154,21 @@ def read_source(path: str) -> Source:
     return Source(path=path, text=text, documents=parse(text, path))
 
 
+def read_sources(paths: Sequence[str], *, recursive: bool) -> tuple[list[Source], list[str]]:
+    """Every readable source of ``paths`` (directories expanded), and a message for each
+    path that could not be read."""
+    sources: list[Source] = []
+    problems: list[str] = []
+    for item in expand_paths(paths, recursive=recursive):
+        try:
+            if isinstance(item, Unreadable):
+                raise item
+            sources.append(read_source(item))
+        except Unreadable as problem:
+            problems.append(str(problem))
+    return sources, problems
+
+
 def parse(text: str, path: str = "<text>") -> list[Document]:
     """Every document of ``text`` with its node tree; raises Unreadable."""
     try:
@@ -224,6 +239,14 @@ def _objects(data: object, node: yaml.Node | None, where: tuple[int, ...]) -> It
             yield from _objects(item, child(items_node, index), (*where, index))
         return
     yield Located(data, node, where)
+
+
+def label(obj: dict[str, Any]) -> str:
+    """``Kind/name`` of an object, as the CLI names it in its output."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
+    return f"{obj.get('kind')}/{name}"
 
 
 def entry(node: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | None:

@@ -1,11 +1,11 @@
-"""webhook.framing: where a request ends, decided before a thread sees it. Each case
+"""webhook.server.framing: where a request ends, decided before a thread sees it. Each case
 states what an HTTP/1.1 server must do with the bytes (RFC 9112), as gunicorn does."""
 
 from __future__ import annotations
 
 import pytest
 
-from webhook.framing import MAX_HEADER_BYTES, Complete, Framer, Refuse
+from webhook.server.framing import MAX_HEADER_BYTES, Complete, Framer, Refuse
 
 LIMIT = 1000
 HEAD = b"POST /validate/stages HTTP/1.1\r\nHost: x\r\n"

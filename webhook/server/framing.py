@@ -1,6 +1,6 @@
 """Where one HTTP/1.1 request ends in a byte stream, decided before any thread sees it.
 
-The webhook's worker (:mod:`webhook.worker`) reads requests in its event loop and hands
+The webhook's worker (:mod:`webhook.server.worker`) reads requests in its event loop and hands
 a request to a thread only once all of it has arrived, so a client that trickles bytes
 costs a file descriptor and a buffer, never a thread. This module is the pure part of
 that: :class:`Framer` is fed the bytes received so far and says "need more", "complete

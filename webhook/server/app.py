@@ -62,7 +62,7 @@ def _parse_body(limit: int) -> Any:
         raise  # 413
     except Exception as exc:
         # The server's body reader refused the body (gunicorn's chunk parser errors, a
-        # body shorter than announced). webhook.worker refuses such bodies before they
+        # body shorter than announced). webhook.server.worker refuses such bodies before they
         # get here; this is the backstop: the client's fault, a 400, no traceback.
         raise admission.BadReview(
             f"request body could not be read ({type(exc).__name__})") from exc

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import schemas
-from schemas.migrate import convert, legacy_findings
+from schemas.cli.migrate import convert, legacy_findings
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "migrate" / "stage-analysis.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "migrate" / "stage-analysis.yaml"
 
 
 def run(*args: str, cwd: Path, command: str = "migrate") -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Data-driven cases from tests/unit/corpus/*.yaml (format in corpus/README.md).
+"""Data-driven cases from tests/unit/schemas/corpus/*.yaml (format in corpus/README.md).
 
 Each case states the exact error and warning field paths a user would see, so a change
 in any rule or message path shows up as a precise diff.

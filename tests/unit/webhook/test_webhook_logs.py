@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from kubekit import logs as kubekit_logs
-from webhook import logs as webhook_logs
+from webhook.server import logs as webhook_logs
 
 
 def _record(**extra: Any) -> logging.LogRecord:
