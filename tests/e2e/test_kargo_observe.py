@@ -259,14 +259,15 @@ def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
         for proc in (only_a, default):
             proc.wait_ready(60)
         p = KargoProject(control_plane, namespace)
-        p.apply(verdict_template(metrics.url))
+        p.apply(verdict_template(metrics.url, name=TWO_STEP["name"], count=TWO_STEP["count"],
+                                 interval=TWO_STEP["interval"]))
         p.freight("a1")
-        p.stage("in-a", shard="a")
-        p.stage("unlabelled")
+        p.stage("in-a", shard="a", templates=("two-step",))
+        p.stage("unlabelled", templates=("two-step",))
         for stage in ("in-a", "unlabelled"):
             p.promote(stage, "a1")
         for stage in ("in-a", "unlabelled"):
-            p.wait_verified(stage, timeout=330)  # one-shot runs: Kargo may lag
+            p.wait_verified(stage)
 
         def finished(proc: controlplane.ManagedProcess, stage: str) -> float:
             return metric(proc, "rollgate_verifications_finished_total", namespace=namespace,
@@ -282,3 +283,55 @@ def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
     finally:
         for proc in (only_a, default, sharded):
             control_plane.stop_process(proc)
+
+
+def _types(value: Any, path: str = "status") -> dict[str, str]:
+    """Every leaf path of ``value`` with its JSON type (list items as ``[i]``)."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            out.update(_types(item, f"{path}.{key}"))
+        return out
+    if isinstance(value, list):
+        out = {path: "list"} if not value else {}
+        for index, item in enumerate(value):
+            out.update(_types(item, f"{path}[{index}]"))
+        return out
+    return {path: type(value).__name__}
+
+
+def test_the_imitation_writes_what_the_real_kargo_writes(
+        control_plane: controlplane.ControlPlane, project: KargoProject) -> None:
+    """hack/kargo.py plays Kargo's promotion for the engine-mode tests: each status field it
+    writes is one the real Kargo writes for the same promotion, with the same type, and
+    the values rollgate reads are the same."""
+    import kargo as imitation
+
+    project.stage("real", templates=("two-step",))
+    # A shard no controller serves: the real Kargo leaves this Stage to the imitation.
+    project.stage("played", templates=("two-step",), shard="imitation")
+    project.promote("real", "a1")
+    project.wait_promoted("real", "a1")
+    freight = project.freight_names["a1"]
+    played = project.get("stage", "played")
+    project.patch("stage", "played", imitation.promotion_patch(
+        played, {"w": freight}, promotion="played.a1"), status=True)
+    real = (project.get("stage", "real") or {})["status"]
+    fake = (project.get("stage", "played") or {})["status"]
+
+    real_types = _types({k: real.get(k) for k in ("freightHistory", "lastPromotion", "health")})
+    fake_types = _types({k: fake.get(k) for k in ("freightHistory", "lastPromotion", "health")})
+    for path, kind in fake_types.items():
+        if ".verificationHistory" in path:
+            continue  # the verifier's, not the promotion's
+        assert real_types.get(path) == kind, (path, kind, real_types.get(path))
+    assert "currentPromotion" not in real and "currentPromotion" not in fake
+    # What rollgate reads, value for value.
+    assert fake["freightHistory"][0]["id"] == real["freightHistory"][0]["id"]
+    assert fake["freightHistory"][0]["items"]["Warehouse/w"]["name"] == freight
+    assert real["freightHistory"][0]["items"]["Warehouse/w"]["name"] == freight
+    for key in ("phase",):
+        assert fake["lastPromotion"]["status"][key] == real["lastPromotion"]["status"][key]
+    assert (fake["lastPromotion"]["status"]["freightCollection"]["id"]
+            == real["lastPromotion"]["status"]["freightCollection"]["id"])
+    assert fake["health"]["status"] == real["health"]["status"] == "Healthy"

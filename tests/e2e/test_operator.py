@@ -157,6 +157,12 @@ class Env:
                 found[kind] = mine
         return found
 
+    def versions(self, rm: str) -> dict[str, str]:
+        """resourceVersion of the ConfigMap, the Deployment and the RolloutManager."""
+        return {kind: ((self.get(kind, name) or {}).get("metadata") or {}).get(
+            "resourceVersion", "") for kind, name in (
+            ("configmap", CM), ("deployment", "argo-rollouts"), ("rolloutmanager", rm))}
+
     def wait_operator(self, rm: str) -> dict[str, Any]:
         """Until the operator has created its Deployment, controlled by ``rm``."""
         def owned() -> dict[str, Any] | None:
@@ -192,9 +198,13 @@ def test_audit_reports_what_the_operator_really_rendered(env: Env) -> None:
     # The operator's own openshift entry is not the user's difference.
     assert env.events("rollouts", "PluginUnlisted") == []
     # Nothing of rollgate's on what the operator owns, and no condition of rollgate's.
-    time.sleep(3)
+    before = env.versions("rollouts")
+    time.sleep(10)
+    assert env.versions("rollouts") == before
     assert env.rollgate_managers("rollouts") == {}
     assert all(c.get("type") != "PluginsSynced" for c in env.conditions("rollouts"))
+    assert len(env.events("rollouts", "PluginDigestDropped")) == 1, (
+        "a finding is reported once, not on every pass")
 
 
 def test_hand_edits_of_the_operators_rendering_are_reported(env: Env) -> None:

@@ -132,17 +132,10 @@ class Env:
         return json.loads(out.stdout) if out.stdout.strip() else None
 
     # -- objects ---------------------------------------------------------------------------
-    def create_rollouts_deployment(self, *, controlled_by: dict[str, Any] | None = None) -> None:
-        """The stand-in Deployment; ``controlled_by`` (a RolloutManager) makes it the one
-        argo-rollouts-manager creates, with its controller ownerReference."""
+    def create_rollouts_deployment(self) -> None:
+        """The stand-in Deployment of a cluster that installs Argo Rollouts without the
+        operator (sync mode)."""
         meta: dict[str, Any] = {"name": "argo-rollouts"}
-        if controlled_by is not None:
-            meta["ownerReferences"] = [{
-                "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
-                "name": controlled_by["metadata"]["name"],
-                "uid": controlled_by["metadata"]["uid"],
-                "controller": True, "blockOwnerDeletion": True,
-            }]
         self.apply({
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -852,143 +845,6 @@ def test_the_real_controller_exits_on_a_wrong_digest_written_by_hand(
 # argo-rollouts-manager v0.0.9 (controllers/default.go, configmap.go): this entry is in
 # every rendering, and the rendering is gopkg.in/yaml.v2 of {name, location, sha256}
 # sorted by name, sha256 of traffic router plugins dropped, empty lists as "[]".
-OPENSHIFT = {
-    "name": "argoproj-labs/openshift",
-    "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-openshift/"
-    "releases/download/commit-8d0b3c6c5c18341f9f019cf1015b56b0d0c6085b/"
-    "rollouts-plugin-trafficrouter-openshift-linux-amd64",
-}
-
-
-def operator_rendering(traffic: list[dict[str, str]], metric: list[dict[str, str]]
-                       ) -> dict[str, str]:
-    def render(entries: list[dict[str, str]]) -> str:
-        if not entries:
-            return "[]\n"
-        return "".join(
-            f"- name: {e['name']}\n  location: {e['location']}\n"
-            f"  sha256: \"{e.get('sha256', '')}\"\n"
-            for e in sorted(entries, key=lambda e: e["name"])
-        )
-    dropped = [{"name": e["name"], "location": e["location"]} for e in traffic]
-    return {TRAFFIC: render([*dropped, OPENSHIFT]), METRIC: render(metric)}
-
-
-# argo-rollouts-manager's own condition (controllers/utils.go at v0.0.9) and the one an
-# earlier rollgate left while it waited for the operator's Deployment.
-RECONCILED = {"type": "Reconciled", "status": "True", "reason": "Success",
-              "message": "", "lastTransitionTime": "2026-01-01T00:00:03Z"}
-EARLIER_CONDITION = {"type": "PluginsSynced", "status": "Unknown",
-                     "reason": "WaitingForDeployment", "message": "an earlier rollgate",
-                     "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:02Z"}
-
-
-def test_next_to_the_operator_rollgate_writes_nothing_and_reports(
-    control_plane: controlplane.ControlPlane,
-    reconciler: controlplane.ManagedProcess,
-    namespace: str,
-) -> None:
-    env = Env(control_plane, reconciler, namespace)
-    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY], "metric": [PROMETHEUS]})
-    # Before the operator made its Deployment, rollgate waited and wrote nothing.
-    wait_waiting(env, "rollouts")
-    # The operator's status, and the condition an earlier rollgate wrote while it waited.
-    env.kubectl("patch", "rolloutmanager", "rollouts", "--subresource=status", "--type=merge",
-                "-p", json.dumps({"status": {"conditions": [RECONCILED, EARLIER_CONDITION]}}))
-
-    # What the operator does next: render the ConfigMap, then create its Deployment.
-    rm = env.get("rolloutmanager", "rollouts")
-    assert rm is not None
-    env.kubectl("create", "-f", "-", input=json.dumps({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": CM, "labels": {"app.kubernetes.io/name": CM}},
-        "data": operator_rendering([GATEWAY], [PROMETHEUS]),
-    }))
-    env.create_rollouts_deployment(controlled_by=rm)
-
-    dropped = wait_for(
-        lambda: env.events("rollouts", type="Warning", reason="PluginDigestDropped"),
-        "a Warning event about the traffic plugin digest the operator dropped",
-    )
-    assert len(dropped) == 1
-    assert "spec.plugins.trafficManagement[0].sha256" in dropped[0]["message"]
-    assert GATEWAY["sha256"] in dropped[0]["message"]
-    assert env.metric("rollgate_plugins_audit_findings", namespace=namespace,
-                      finding="digest-dropped") == 1
-    assert env.metric("rollgate_plugins_mode", namespace=namespace, mode="audit") == 1
-    # Audit's one status write: the earlier condition removed, the operator's kept as is.
-    wait_for(lambda: env.condition("rollouts") is None, "the earlier PluginsSynced to go")
-    assert (env.get("rolloutmanager", "rollouts") or {})["status"]["conditions"] == [RECONCILED]
-
-    def unchanged_for(seconds: float, expected: dict[str, str]) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            assert env.resource_versions("rollouts") == expected
-            time.sleep(1)
-
-    env.wait_idle()
-    before = env.resource_versions("rollouts")
-    unchanged_for(30, before)
-
-    # A hand edit of the operator's keys: reported, never reverted by rollgate.
-    passes = env.wait_idle()
-    env.kubectl("patch", "configmap", CM, "--type=merge", "-p",
-                json.dumps({"data": {METRIC: "[]\n"}}))
-    missing = wait_for(lambda: env.events("rollouts", type="Warning", reason="PluginMissing"),
-                       "a Warning event about the plugin the hand edit removed")
-    assert PROMETHEUS["name"] in missing[0]["message"]
-    assert env.reconciles()[0] > passes, "the edit was reconciled"
-    edited = {**before, "configmap": env.resource_versions("rollouts")["configmap"]}
-    unchanged_for(30, edited)
-    assert (env.config_map() or {})["data"][METRIC] == "[]\n"
-    assert len(env.events("rollouts", type="Warning", reason="PluginDigestDropped")) == 1, (
-        "a finding is reported once, not on every pass")
-
-    # rollgate is no field manager of anything the operator owns.
-    for kind, name in (("configmap", CM), ("deployment", "argo-rollouts")):
-        shown = env.kubectl("get", kind, name, "-o", "json", "--show-managed-fields")
-        managers = {m["manager"] for m in json.loads(shown.stdout)["metadata"]["managedFields"]}
-        assert "rollgate" not in managers, (kind, managers)
-
-
-def test_a_spec_the_operator_refuses_is_reported_on_the_rendering_it_keeps(
-    control_plane: controlplane.ControlPlane,
-    reconciler: controlplane.ManagedProcess,
-    namespace: str,
-) -> None:
-    """argo-rollouts-manager returns an error for a RolloutManager naming
-    argoproj-labs/openshift before it writes anything: one that was valid first keeps its
-    previous rendering, and that refusal is the finding (nothing else is compared)."""
-    env = Env(control_plane, reconciler, namespace)
-    env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
-    rm = env.get("rolloutmanager", "rollouts")
-    assert rm is not None
-    rendering = operator_rendering([], [PROMETHEUS])
-    env.kubectl("create", "-f", "-", input=json.dumps({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": CM, "labels": {"app.kubernetes.io/name": CM}}, "data": rendering,
-    }))
-    env.create_rollouts_deployment(controlled_by=rm)
-    wait_for(lambda: env.metric("rollgate_plugins_mode", namespace=namespace, mode="audit"),
-             "audit mode next to the operator")
-    env.wait_idle()
-    assert env.events("rollouts", type="Warning") == [], "the operator rendered the spec"
-
-    env.apply_rm("rollouts", {"trafficManagement": [GATEWAY, OPENSHIFT], "metric": [PROMETHEUS]})
-    refused = wait_for(
-        lambda: env.events("rollouts", type="Warning", reason="PluginRefusedByOperator"),
-        "a Warning event saying the operator refuses the spec")
-    assert "spec.plugins.trafficManagement[1]" in refused[0]["message"]
-    assert "keeps what it held before" in refused[0]["message"]
-    env.wait_idle()
-    assert [e["reason"] for e in env.events("rollouts", type="Warning")] == [
-        "PluginRefusedByOperator"], "no entry-by-entry findings about an earlier rendering"
-    assert env.metric("rollgate_plugins_audit_findings", namespace=namespace,
-                      finding="operator-refuses") == 1
-    assert (env.config_map() or {})["data"] == rendering
-    assert env.condition("rollouts") is None
-
-
 # --- least privilege ------------------------------------------------------------------------
 
 
