@@ -1,12 +1,14 @@
 """``make dev``: a local rollgate playground on a real control plane.
 
 Brings up etcd, kube-apiserver, kube-controller-manager, the webhook (registered by
-URL), the reconciler (Stage verification in engine mode: no Kargo controller runs
-here) and the real Argo Rollouts controller (AnalysisRuns only) in ``.dev/``, plus the
-small HTTP service the example AnalysisTemplate's ``web`` metric asks. It applies
-``examples/`` into namespace ``rollgate-demo``, prints what to export and what to try,
-then streams the webhook and reconciler logs until Ctrl-C or SIGTERM, when everything
-is torn down.
+URL), the real Argo Rollouts controller (AnalysisRuns only) and, what users run in
+production, the real Kargo controller with rollgate's reconciler in observe mode (Kargo
+verifies, rollgate reports) in ``.dev/``, plus the small HTTP service the example
+AnalysisTemplate's ``web`` metric asks. Without the Kargo source tree (README,
+"Set-up"), or with ``--engine``, rollgate is the verifier instead (engine mode) and the
+promotion is played with one ``kubectl patch``. It applies ``examples/`` into namespace
+``rollgate-demo``, prints what to export and what to try, then streams the webhook and
+reconciler logs until Ctrl-C or SIGTERM, when everything is torn down.
 
 The reconciler is started but not required: if it is missing or crashes, the
 playground still serves admission and says so.
@@ -29,11 +31,12 @@ from pathlib import Path
 
 import controlplane
 import kargo
+import upstream
 
 REPO = controlplane.REPO_ROOT
 DEMO_NAMESPACE = "rollgate-demo"
 # The example Freight (examples/freight.yaml) and the Stage it is promoted to.
-DEMO_FREIGHT = {"guestbook": "9d5c2ad6e7c7e5fa4a64f4d0a8d5c2a5b0c6e3f1"}
+DEMO_FREIGHT = {"guestbook": "58d3126f07ef3d5e76627ad80656f5feaed3c19a"}
 DEMO_STAGE = "test"
 # examples/analysistemplate.yaml's web metric asks this address (a Stage arg).
 DEMO_HEALTH_PORT = 18089
@@ -68,7 +71,8 @@ def start_demo_health() -> ThreadingHTTPServer | None:
 
 
 def promote_command(ns: str) -> str:
-    """The command that plays Kargo finishing a promotion of the example Freight."""
+    """Engine mode: the command that plays Kargo finishing a promotion of the example
+    Freight."""
     patch = kargo.promotion_patch_json(None, DEMO_FREIGHT, promotion="test.demo")
     return (f"kubectl patch -n {ns} stage {DEMO_STAGE} --subresource=status --type=merge "
             f"-p {shlex.quote(patch)}")
@@ -101,8 +105,14 @@ def claim(work_dir: Path) -> bool:
     return True
 
 
-def apply_examples(plane: controlplane.ControlPlane) -> None:
-    plane.kubectl("create", "namespace", DEMO_NAMESPACE, check=False)
+def apply_examples(plane: controlplane.ControlPlane, *, kargo_project: bool) -> None:
+    if kargo_project:
+        plane.project_namespace(DEMO_NAMESPACE)  # Kargo's webhooks admit only Projects
+        # Kargo's webhook admits the example Freight only once its Warehouse exists.
+        plane.kubectl("apply", "-n", DEMO_NAMESPACE, "-f",
+                      str(REPO / "examples" / "kargo" / "warehouse.yaml"))
+    else:
+        plane.kubectl("create", "namespace", DEMO_NAMESPACE, check=False)
     result = plane.kubectl(
         "apply", "-n", DEMO_NAMESPACE, "-f", str(REPO / "examples"), check=False
     )
@@ -113,11 +123,28 @@ def apply_examples(plane: controlplane.ControlPlane) -> None:
         print(result.stderr, end="", file=sys.stderr)
 
 
-def start_reconciler(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
+def start_kargo(plane: controlplane.ControlPlane) -> controlplane.ManagedProcess | None:
+    """The real Kargo controller and Kargo's own webhooks (they complete the example
+    Promotion: its owner, the Stage, is what wakes Kargo), when the tree and binary are
+    there."""
     try:
-        # Production defaults (all namespaces, leader election on) except that rollgate
-        # verifies Stages itself here (engine): no Kargo controller runs in `make dev`.
-        proc = plane.start_reconciler("--stage-verification=engine")
+        plane.start_kargo_webhooks()
+        return plane.start_kargo_controller()
+    except upstream.UpstreamMissing as err:
+        print(f"[dev] no Kargo controller: {err}\n[dev] rollgate verifies the Stages itself "
+              "(engine mode)", file=sys.stderr)
+    except controlplane.ControlPlaneError as err:
+        print(f"[dev] the Kargo controller did not start; rollgate verifies the Stages "
+              f"itself (engine mode).\n{err}", file=sys.stderr)
+    return None
+
+
+def start_reconciler(plane: controlplane.ControlPlane, *,
+                     mode: str) -> controlplane.ManagedProcess | None:
+    try:
+        # Production defaults (all namespaces, leader election on); engine only where no
+        # Kargo controller runs.
+        proc = plane.start_reconciler(f"--stage-verification={mode}")
         proc.wait_ready(30)
         return proc
     except controlplane.ControlPlaneError as err:
@@ -139,8 +166,35 @@ def running(proc: controlplane.ManagedProcess | None) -> str:
     return f"running (metrics: {proc.url}/metrics)" if proc else "NOT running (see above)"
 
 
+def running_kargo(proc: controlplane.ManagedProcess | None) -> str:
+    return f"running (log: {proc.log_path})" if proc else "not running (engine mode)"
+
+
+def promotion_lines(plane: controlplane.ControlPlane, ns: str, rel: Path,
+                    kargo_proc: controlplane.ManagedProcess | None,
+                    reconciler: controlplane.ManagedProcess | None) -> list[str]:
+    """What to try for a promotion: a real Promotion next to the real Kargo, or the
+    played one in engine mode."""
+    if kargo_proc is None:
+        return [
+            "  # Kargo finishes promoting the example Freight to Stage `test` (this plays it):",
+            f"  {promote_command(ns)}",
+            "  # rollgate starts an AnalysisRun; the real Argo Rollouts controller runs it:",
+        ]
+    metrics = f"{reconciler.url}/metrics" if reconciler else "<reconciler>/metrics"
+    return [
+        "  # Promote the example Freight to Stage `test`: the real Kargo runs the Promotion,",
+        "  # then creates the AnalysisRun, which the real Argo Rollouts controller runs:",
+        f"  kubectl create -n {ns} -f {rel}/kargo/promotion.yaml",
+        f"  kubectl get -n {ns} promotions",
+        f"  # rollgate (observe mode) reports Kargo's verification: curl -s {metrics} "
+        "| grep rollgate_verifications",
+    ]
+
+
 def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedProcess | None,
-           rollouts: controlplane.ManagedProcess | None) -> str:
+           rollouts: controlplane.ManagedProcess | None,
+           kargo_proc: controlplane.ManagedProcess | None = None) -> str:
     kubectl_dir = plane.binaries.kubectl.parent
     ns = DEMO_NAMESPACE
     examples = REPO / "examples"
@@ -149,7 +203,8 @@ def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedPro
         "",
         "rollgate dev control plane is up "
         f"(started in {plane.timings.get('total', 0):.1f}s; logs in {plane.logs_dir}).",
-        f"reconciler: {running(reconciler)}",
+        f"kargo controller: {running_kargo(kargo_proc)}",
+        f"reconciler ({'observe' if kargo_proc else 'engine'} mode): {running(reconciler)}",
         f"argo rollouts controller: {running(rollouts)}",
         f"webhook metrics: {plane.webhook_url}/metrics "
         f"(TLS, CA in {plane.work_dir}/webhook-certs/ca.crt)",
@@ -168,9 +223,7 @@ def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedPro
         "  # argo-rollouts-config left as it was:",
         f"  kubectl get -n {ns} rolloutmanager argo-rollouts "
         "-o jsonpath='{.status.conditions[0].message}'",
-        "  # Kargo finishes promoting the example Freight to Stage `test` (this plays it):",
-        f"  {promote_command(ns)}",
-        "  # rollgate starts an AnalysisRun; the real Argo Rollouts controller runs it:",
+        *promotion_lines(plane, ns, rel, kargo_proc, reconciler),
         f"  kubectl get -n {ns} analysisruns",
         f"  kubectl wait -n {ns} stage/{DEMO_STAGE} --for=condition=Verified --timeout=60s",
         f"  kubectl get -n {ns} stage {DEMO_STAGE} -o yaml  # verificationHistory",
@@ -186,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work-dir", type=Path, default=REPO / ".dev")
     parser.add_argument("--no-reconciler", action="store_true")
+    parser.add_argument("--engine", action="store_true",
+                        help="no Kargo controller: rollgate verifies (engine mode) and the "
+                             "promotion is played with kubectl patch")
     args = parser.parse_args(argv)
 
     # Started in the background by a non-interactive shell, SIGINT arrives ignored;
@@ -198,17 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     health: ThreadingHTTPServer | None = None
     try:
         plane.start()
-        reconciler = None if args.no_reconciler else start_reconciler(plane)
+        kargo_proc = None if args.no_reconciler or args.engine else start_kargo(plane)
+        mode = "engine" if kargo_proc is None else "observe"
+        reconciler = None if args.no_reconciler else start_reconciler(plane, mode=mode)
         rollouts = None if args.no_reconciler else start_rollouts(plane)
         health = start_demo_health()
-        apply_examples(plane)
-        print(banner(plane, reconciler, rollouts), flush=True)
+        apply_examples(plane, kargo_project=kargo_proc is not None)
+        print(banner(plane, reconciler, rollouts, kargo_proc), flush=True)
         followed = [("[webhook]", plane.logs_dir / "webhook.log")]
         if reconciler is not None:
             followed.append(("[reconciler]", reconciler.log_path))
         for prefix, path in followed:
             threading.Thread(target=follow, args=(path, prefix, stop), daemon=True).start()
-        core = [p for p in plane.processes if p not in (reconciler, rollouts)]
+        core = [p for p in plane.processes if p not in (reconciler, rollouts, kargo_proc)]
         while True:
             dead = [p for p in core if not p.alive()]
             if dead:
