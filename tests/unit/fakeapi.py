@@ -12,6 +12,7 @@ interceptors and may raise, wait, write something else first, or delegate::
     api.put(STAGE, stage)                                   # set-up, no hook runs
     api.fail("create", 503, when=lambda r: r.resource == ANALYSIS_RUN)   # once
     api.interceptors.get = lambda client, *a, **k: client.get(*a, **k)   # any hook
+    api.interceptors.delete = never("the controller never deletes")      # a guard
 
 What it keeps of the API's semantics (where it is simpler, it says so):
 
@@ -159,6 +160,16 @@ class Interceptors:
     patch: Hook | None = None
     delete: Hook | None = None
     watch: Hook | None = None
+
+
+def never(why: str) -> Hook:
+    """A hook for a verb the code under test must never call: the call fails the test
+    with ``why`` (an ``AssertionError``, which no ``except ApiException`` swallows)."""
+
+    def hook(client: _Direct, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(why)
+
+    return hook
 
 
 @dataclass
@@ -1202,4 +1213,5 @@ def context(api: FakeApi, *, controller: Any = None, cache: Any = None,
                    metrics=metrics)
 
 
-__all__ = ["VERBS", "Events", "FakeApi", "Interceptors", "Request", "api_error", "context"]
+__all__ = ["VERBS", "Events", "FakeApi", "Interceptors", "Request", "api_error", "context",
+           "never"]

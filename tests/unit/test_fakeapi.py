@@ -4,11 +4,12 @@ means something."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import pytest
-from fakeapi import Events, FakeApi, Interceptors, api_error, context
+from fakeapi import Events, FakeApi, Interceptors, api_error, context, never
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import (
@@ -352,3 +353,12 @@ def test_a_held_cache_lags_until_delivered() -> None:
         o["metadata"]["name"] for o in cache.list(ROLLOUT_MANAGER)) == ["new", "rm"]
     api.remove(ROLLOUT_MANAGER, "ns", "new")  # following again
     assert cache.get(ROLLOUT_MANAGER, "ns", "new") is None
+
+
+def test_a_never_hook_fails_the_test_whatever_the_code_catches() -> None:
+    api = FakeApi(interceptors=Interceptors(delete=never("must not delete")))
+    api.create(STAGE, "ns", stage())
+    with pytest.raises(AssertionError, match="must not delete"), contextlib.suppress(
+            ApiException):  # what a controller catches
+        api.delete(STAGE, "ns", "s")
+    assert api.names(STAGE, "ns") == ["s"] and api.writes() == ["create stages/s"]
