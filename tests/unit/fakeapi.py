@@ -12,6 +12,7 @@ interceptors and may raise, wait, write something else first, or delegate::
     api.put(STAGE, stage)                                   # set-up, no hook runs
     api.fail("create", 503, when=lambda r: r.resource == ANALYSIS_RUN)   # once
     api.interceptors.get = lambda client, *a, **k: client.get(*a, **k)   # any hook
+    api.interceptors.delete = never("the controller never deletes")      # a guard
 
 What it keeps of the API's semantics (where it is simpler, it says so):
 
@@ -37,9 +38,10 @@ What it keeps of the API's semantics (where it is simpler, it says so):
   finalizers only ``deletionTimestamp`` is set, and the object goes when the last
   finalizer is removed; a finalizer cannot be added while deleting (422);
 - ``list``: ``labelSelector`` (=, ==, !=, exists, !exists, in, notin), ``fieldSelector``
-  (=, ==, != on any dotted field; a ``Resource.named`` applies its own), ``limit`` and
-  ``continue``; items come without apiVersion and kind, like the API server's lists of
-  built-in kinds;
+  (=, ==, != on any dotted field), ``limit`` and ``continue``; a ``Resource.named`` or
+  ``Resource.labelled`` applies its own selector (to watches and caches too, as an
+  informer sends it on both requests); items come without apiVersion and kind, like the
+  API server's lists of built-in kinds;
 - ``watch``: the events after ``resource_version`` (ADDED, MODIFIED, DELETED; an object
   leaving a selector is DELETED for that watch), ``""``/``"0"`` starting with ADDED for
   every object; after :meth:`FakeApi.compact` an older resourceVersion gets an ERROR
@@ -50,7 +52,9 @@ What it keeps of the API's semantics (where it is simpler, it says so):
 
 Every call made through the fake (not the calls a hook makes on the client it is
 given) is recorded in :attr:`FakeApi.requests`; :meth:`FakeApi.writes` lists the
-writes that succeeded. :meth:`FakeApi.rest` is a real ``kubekit.rest.Rest`` answered by
+writes that succeeded. A live cache (:meth:`FakeApi.cache`) follows every change at
+once, unless :meth:`FakeApi.hold` makes it lag until :meth:`FakeApi.deliver` (a
+watch that has not delivered yet). :meth:`FakeApi.rest` is a real ``kubekit.rest.Rest`` answered by
 this fake at the HTTP level (paths, query parameters, watch lines), for tests of what
 ``Rest`` sends. :class:`Events` records what a controller emits; :func:`context`
 builds a controller's ``Context`` whose cache follows the fake.
@@ -158,6 +162,16 @@ class Interceptors:
     watch: Hook | None = None
 
 
+def never(why: str) -> Hook:
+    """A hook for a verb the code under test must never call: the call fails the test
+    with ``why`` (an ``AssertionError``, which no ``except ApiException`` swallows)."""
+
+    def hook(client: _Direct, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(why)
+
+    return hook
+
+
 @dataclass
 class Request:
     """One call made through the fake: the verb, its target and body, and the keyword
@@ -245,6 +259,7 @@ class FakeApi:
         self._serial = 0
         self._closed = 0  # close_watches() calls
         self._mirrors: list[Store] = []
+        self._held: list[tuple[tuple[str, str], Obj | None, Obj]] | None = None  # hold()
         for resource in KNOWN:
             self.register(resource)
 
@@ -252,7 +267,7 @@ class FakeApi:
 
     def register(self, resource: Resource) -> Resource:
         """Make a resource known (every ``kubekit.kinds`` one is); the canonical form,
-        without field selector."""
+        without field or label selector."""
         canonical = Resource(resource.group, resource.version, resource.plural,
                              resource.kind, resource.namespaced)
         with self._lock:
@@ -342,6 +357,22 @@ class FakeApi:
             self._closed += 1
             self._changed.notify_all()
 
+    def hold(self) -> None:
+        """Live caches stop following: the changes from now on (writes and set-up alike)
+        reach them only at :meth:`deliver`, as a watch that lags behind the API server.
+        Reads and writes through the fake see the changes at once."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+
+    def deliver(self) -> None:
+        """Bring the live caches up to date with what :meth:`hold` kept from them, in
+        order; they follow every change again."""
+        with self._lock:
+            held, self._held = self._held or [], None
+            for key, new, target in held:
+                self._mirror(key, new, target)
+
     def stores(self, *resources: Resource, live: bool = True,
                indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None,
                ) -> dict[Resource, Store]:
@@ -357,7 +388,7 @@ class FakeApi:
                 for index_name, func in ((indexes or {}).get(resource) or {}).items():
                     store.add_index(index_name, func)
                 for obj in self._scope(resource, None):
-                    if _fields_match(resource.field_selector, obj):
+                    if _selected(resource, obj):
                         store.upsert(copy.deepcopy(obj))
                 stores[resource] = store
                 if live:
@@ -465,7 +496,7 @@ class FakeApi:
                    timeout: Any = None, **query: Any) -> Obj:
         canonical = self.register(resource)
         selector = query.get("fieldSelector") or resource.field_selector
-        labels = query.get("labelSelector")
+        labels = query.get("labelSelector") or resource.label_selector
         with self._lock:
             items = [o for o in self._scope(canonical, namespace)
                      if _fields_match(selector, o) and _labels_match(labels, o)]
@@ -578,7 +609,6 @@ class FakeApi:
                     resource_version: str, timeout_seconds: int) -> Iterator[Obj]:
         canonical = self.register(resource)
         key = self._key(canonical)
-        selector = resource.field_selector
         namespace = namespace if canonical.namespaced else None
         deadline = time.monotonic() + timeout_seconds
         with self._lock:
@@ -587,7 +617,7 @@ class FakeApi:
                 start = self._rv
                 backlog: list[Obj] = [
                     {"type": "ADDED", "object": copy.deepcopy(o)}
-                    for o in self._scope(canonical, namespace) if _fields_match(selector, o)]
+                    for o in self._scope(canonical, namespace) if _selected(resource, o)]
             else:
                 start = int(resource_version)
                 if start < self._compacted:
@@ -605,7 +635,7 @@ class FakeApi:
         while True:
             with self._changed:
                 events = [e for c in self._log if c.rv > seen and c.key == key
-                          for e in _seen_by(c, namespace, selector)]
+                          for e in _seen_by(c, namespace, resource)]
                 seen = self._rv
                 if not events and self.follow and self._closed == closed_at_start:
                     left = deadline - time.monotonic()
@@ -781,14 +811,22 @@ class FakeApi:
             change = _Change(self._rv, key, "MODIFIED" if old is not None else "ADDED",
                              copy.deepcopy(old), copy.deepcopy(new))
         self._log.append(change)
+        if self._held is not None:
+            self._held.append((key, copy.deepcopy(new), copy.deepcopy(target)))
+        else:
+            self._mirror(key, new, target)
+        self._changed.notify_all()
+
+    def _mirror(self, key: tuple[str, str], new: Obj | None, target: Obj) -> None:
+        """One change into the live caches (lock held), as their informers take a watch
+        event: a newer version replaces, an object leaving the selector goes."""
         for store in self._mirrors:
             if self._key(store.resource) != key:
                 continue
-            if new is None or not _fields_match(store.resource.field_selector, new):
+            if new is None or not _selected(store.resource, new):
                 store.remove(target)
             else:
-                store.upsert(copy.deepcopy(new))
-        self._changed.notify_all()
+                store.upsert_if_newer(copy.deepcopy(new))
 
 
 class _Direct:
@@ -817,13 +855,14 @@ def _request(verb: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Reques
     return Request(verb, resource, namespace, name, copy.deepcopy(body), dict(kwargs))
 
 
-def _seen_by(change: _Change, namespace: str | None, selector: str | None) -> list[Obj]:
-    """The event a watch of ``namespace`` with ``selector`` gets for ``change``."""
+def _seen_by(change: _Change, namespace: str | None, resource: Resource) -> list[Obj]:
+    """The event a watch of ``namespace`` with ``resource``'s selectors gets for
+    ``change``."""
     obj = change.new
     if namespace and (obj["metadata"].get("namespace") or "") != namespace:
         return []
-    now = change.type != "DELETED" and _fields_match(selector, obj)
-    before = change.old is not None and _fields_match(selector, change.old)
+    now = change.type != "DELETED" and _selected(resource, obj)
+    before = change.old is not None and _selected(resource, change.old)
     if change.type == "DELETED":
         return [{"type": "DELETED", "object": copy.deepcopy(obj)}] if before else []
     if now:
@@ -867,6 +906,12 @@ def _fields_match(selector: str | None, obj: Obj) -> bool:
         if equal == negate:
             return False
     return True
+
+
+def _selected(resource: Resource, obj: Obj) -> bool:
+    """Whether ``obj`` is in what ``resource`` selects (its field and label selectors)."""
+    return (_fields_match(resource.field_selector, obj)
+            and _labels_match(resource.label_selector, obj))
 
 
 _SET = re.compile(r"^\s*([^\s!=]+)\s+(in|notin)\s*\(([^)]*)\)\s*$")
@@ -1119,8 +1164,10 @@ class _WireRest(Rest):
         sub = found["sub"] or ""
         if method == "GET" and name is None:
             if str(sent.get("watch")).lower() == "true":
-                if sent.get("fieldSelector"):  # the fake's watch takes it on the resource
-                    resource = dataclasses.replace(resource, field_selector=sent["fieldSelector"])
+                # The fake's watch takes the selectors on the resource.
+                resource = dataclasses.replace(resource,
+                                               field_selector=sent.get("fieldSelector"),
+                                               label_selector=sent.get("labelSelector"))
                 return _Stream(iter(self.fake.watch(
                     resource, namespace, resource_version=str(sent.get("resourceVersion", "")),
                     timeout_seconds=int(sent.get("timeoutSeconds", 300)))))
@@ -1166,4 +1213,5 @@ def context(api: FakeApi, *, controller: Any = None, cache: Any = None,
                    metrics=metrics)
 
 
-__all__ = ["VERBS", "Events", "FakeApi", "Interceptors", "Request", "api_error", "context"]
+__all__ = ["VERBS", "Events", "FakeApi", "Interceptors", "Request", "api_error", "context",
+           "never"]

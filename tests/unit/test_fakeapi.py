@@ -4,11 +4,12 @@ means something."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import pytest
-from fakeapi import Events, FakeApi, Interceptors, api_error, context
+from fakeapi import Events, FakeApi, Interceptors, api_error, context, never
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import (
@@ -298,3 +299,66 @@ def test_context_caches_what_the_controller_watches_with_its_indexes() -> None:
     assert isinstance(ctx.events, Events)
     ctx.events.emit(stage(), type="Warning", reason="R", message="m")
     assert ctx.events.reasons() == ["R"] and ctx.events.emitted == [("Warning", "R", "m")]
+
+
+def test_a_labelled_resource_selects_in_lists_watches_and_caches() -> None:
+    """An informer of ``Resource.labelled`` sends ``labelSelector`` on its list and
+    watch: the API server answers with the matching objects only, and an object whose
+    labels stop matching is DELETED for that watch."""
+    api = FakeApi()
+    shard = STAGE.labelled("shard=a")
+    unsharded = STAGE.labelled("!shard")
+    cache = api.cache(shard, unsharded)
+    start = api.resource_version
+    api.create(STAGE, "ns", stage("a", metadata={"name": "a", "labels": {"shard": "a"}}))
+    api.create(STAGE, "ns", stage("b", metadata={"name": "b", "labels": {"shard": "b"}}))
+    api.create(STAGE, "ns", stage("none"))
+    assert [i["metadata"]["name"] for i in api.list(shard)["items"]] == ["a"]
+    assert [i["metadata"]["name"] for i in api.list(unsharded, "ns")["items"]] == ["none"]
+    assert [o["metadata"]["name"] for o in cache.list(shard)] == ["a"]
+    assert [o["metadata"]["name"] for o in cache.list(unsharded)] == ["none"]
+    api.patch(STAGE, "ns", "a", {"metadata": {"labels": {"shard": "b"}}})
+    assert cache.list(shard) == []
+    events = list(api.watch(shard, "ns", resource_version=start, timeout_seconds=1))
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "a"), ("DELETED", "a"), ("BOOKMARK", None)]
+    rest = api.rest()
+    assert rest.list(unsharded, "ns")["items"][0]["metadata"]["name"] == "none"
+    assert api.wire[-1][2]["labelSelector"] == "!shard"
+
+
+def test_a_held_cache_lags_until_delivered() -> None:
+    """``hold``: the watch behind a live cache has not delivered yet; reads and writes
+    through the API see the change, the cache the version before, until ``deliver``."""
+    api = FakeApi()
+    cache = api.cache(ROLLOUT_MANAGER)
+    created = api.create(ROLLOUT_MANAGER, "ns", {"metadata": {"name": "rm"}})
+    api.hold()
+    api.patch(ROLLOUT_MANAGER, "ns", "rm", {"status": {"phase": "Available"}},
+              subresource="status")
+    api.put(ROLLOUT_MANAGER, {"metadata": {"name": "new", "namespace": "ns"}})
+    assert cache.get(ROLLOUT_MANAGER, "ns", "rm") == created  # as before the hold
+    assert cache.get(ROLLOUT_MANAGER, "ns", "new") is None
+    assert api.get(ROLLOUT_MANAGER, "ns", "rm")["status"] == {  # type: ignore[index]
+        "phase": "Available"}
+    stale = cache.get(ROLLOUT_MANAGER, "ns", "rm")
+    with pytest.raises(ApiException) as exc:  # a write from the lagging view: refused
+        api.patch(ROLLOUT_MANAGER, "ns", "rm", {"metadata": {
+            "resourceVersion": stale["metadata"]["resourceVersion"]},  # type: ignore[index]
+            "status": {"phase": "Pending"}}, subresource="status")
+    assert is_conflict(exc.value)
+    api.deliver()
+    assert cache.get(ROLLOUT_MANAGER, "ns", "rm") == api.get(ROLLOUT_MANAGER, "ns", "rm")
+    assert api.names(ROLLOUT_MANAGER) == sorted(
+        o["metadata"]["name"] for o in cache.list(ROLLOUT_MANAGER)) == ["new", "rm"]
+    api.remove(ROLLOUT_MANAGER, "ns", "new")  # following again
+    assert cache.get(ROLLOUT_MANAGER, "ns", "new") is None
+
+
+def test_a_never_hook_fails_the_test_whatever_the_code_catches() -> None:
+    api = FakeApi(interceptors=Interceptors(delete=never("must not delete")))
+    api.create(STAGE, "ns", stage())
+    with pytest.raises(AssertionError, match="must not delete"), contextlib.suppress(
+            ApiException):  # what a controller catches
+        api.delete(STAGE, "ns", "s")
+    assert api.names(STAGE, "ns") == ["s"] and api.writes() == ["create stages/s"]

@@ -2,7 +2,7 @@
 
 The I/O paths are covered end to end in tests/e2e/test_rollout_plugins.py; these pin
 the decisions that make writes minimal (no write, no restart when nothing changed), and
-the release of the keys against an in-memory stand-in for the API (``FakeRest``).
+the release of the keys against the one fake API (tests/unit/fakeapi.py).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fakeapi import Events, FakeApi, Interceptors, context, never
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
-from kubekit.rest import APPLY_PATCH, JSON_PATCH
 from reconciler.plugins.controller import RolloutPluginsController, namespace_terminating
 from reconciler.plugins.decisions import (
     EMPTY_CHECKSUM,
@@ -27,9 +27,9 @@ from reconciler.plugins.decisions import (
     without_condition,
 )
 from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY, checksum
-from reconciler.runtime.cache import CacheView, Store
+from reconciler.runtime.cache import CacheView
 from reconciler.runtime.manager import Manager
-from reconciler.runtime.types import Context, Key
+from reconciler.runtime.types import Key
 from reconciler.runtime.watches import keys_for
 
 
@@ -154,10 +154,11 @@ def test_describe_counts_entries() -> None:
 
 
 def cache_with(*objs: tuple[Any, dict[str, Any]]) -> CacheView:
-    stores = {w.resource: Store(w.resource) for w in RolloutPluginsController().watches}
+    """A cache of what the controller watches, over an API holding ``objs``."""
+    api = FakeApi()
     for resource, obj in objs:
-        stores[resource].upsert(obj)
-    return CacheView(stores)
+        api.put(resource, obj)
+    return api.cache(*(w.resource for w in RolloutPluginsController().watches))
 
 
 def mapped(c: RolloutPluginsController, resource: Any, obj: dict[str, Any],
@@ -268,94 +269,62 @@ def test_watches_only_the_managed_config_map_and_deployment() -> None:
 CO_OWNER = "argo-rollouts-manager"
 
 
-class FakeRest:
-    """The ConfigMap and Deployment calls of the controller, in memory.
-
-    Server-side apply is reduced to what releasing depends on: which field managers own
-    which data keys. An apply drops the keys the manager no longer lists, unless another
-    manager still owns them (then only the manager's share goes), as the API server does.
-    """
-
-    def __init__(self, data: dict[str, str], owners: dict[str, set[str]],
-                 annotation: str | None) -> None:
-        self.data = dict(data)
-        self.owners = {k: set(v) for k, v in owners.items()}
-        self.annotations = {} if annotation is None else {
-            "rollgate.dev/plugins-checksum": annotation}
-        self.config_map_exists = True
-
-    def config_map(self) -> dict[str, Any]:
-        managers = sorted({m for owners in self.owners.values() for m in owners})
-        return {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {
-                "name": "argo-rollouts-config", "namespace": "ns", "resourceVersion": "7",
-                "managedFields": [
-                    {"manager": m, "operation": "Apply", "fieldsV1": {"f:data": {
-                        f"f:{k}": {} for k, owners in self.owners.items() if m in owners}}}
-                    for m in managers
-                ],
-            },
-            "data": dict(self.data),
-        }
-
-    def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        if resource.plural == "configmaps":
-            return self.config_map() if self.config_map_exists else None
-        return {"metadata": {"name": name, "namespace": namespace},
-                "spec": {"template": {"metadata": {"annotations": dict(self.annotations)}}}}
-
-    def patch(self, resource: Any, namespace: str, name: str, body: Any, *,
-              content_type: str, field_manager: str | None = None, force: bool | None = None,
-              subresource: str = "") -> dict[str, Any]:
-        if resource.plural == "deployments":
-            self.annotations.update(body["spec"]["template"]["metadata"]["annotations"])
-            return {}
-        if not self.config_map_exists:
-            raise ApiException(status=404, reason="Not Found")
-        if content_type == JSON_PATCH:
-            for op in body:
-                key = op["path"].removeprefix("/data/")
-                if op["op"] == "test" and self.data.get(key) != op["value"]:
-                    raise ApiException(status=422, reason="test failed")
-            for op in body:
-                if op["op"] == "remove":
-                    key = op["path"].removeprefix("/data/")
-                    del self.data[key]
-                    self.owners.pop(key, None)
-        elif content_type == APPLY_PATCH:
-            listed = (body.get("data") or {})
-            for key, owners in list(self.owners.items()):
-                if field_manager in owners and key not in listed:
-                    owners.discard(field_manager)
-                    if not owners:
-                        del self.owners[key]
-                        del self.data[key]
-            for key, value in listed.items():
-                self.data[key] = value
-                self.owners.setdefault(key, set()).add(str(field_manager))
-        return self.config_map()
+def namespace(data: dict[str, str], owners: dict[str, set[str]],
+              annotation: str | None) -> FakeApi:
+    """An API holding the namespace's ConfigMap, whose ``data`` keys the field managers
+    in ``owners`` own (server-side apply: the fake releases a key a manager no longer
+    applies unless another manager still owns it, as the API server does), and the Argo
+    Rollouts Deployment with the plugins checksum ``annotation``."""
+    managers = sorted({m for key_owners in owners.values() for m in key_owners})
+    api = FakeApi(interceptors=Interceptors(  # the release reads and patches, nothing else
+        create=never("the release creates nothing"), replace=never("the release replaces nothing"),
+        delete=never("the release deletes nothing"), list=never("the release lists nothing")))
+    api.put(CONFIG_MAP, {
+        "metadata": {
+            "name": "argo-rollouts-config", "namespace": "ns",
+            "managedFields": [
+                {"manager": m, "operation": "Apply", "fieldsV1": {"f:data": {
+                    f"f:{k}": {} for k, key_owners in owners.items() if m in key_owners}}}
+                for m in managers
+            ],
+        },
+        "data": dict(data),
+    })
+    annotations = {} if annotation is None else {"rollgate.dev/plugins-checksum": annotation}
+    api.put(DEPLOYMENT, {"metadata": {"name": "argo-rollouts", "namespace": "ns"},
+                         "spec": {"template": {"metadata": {"annotations": annotations}}}})
+    return api
 
 
-class Events:
-    def __init__(self) -> None:
-        self.emitted: list[tuple[str, str]] = []
-
-    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
-        self.emitted.append((reason, message))
+def data(api: FakeApi) -> dict[str, str] | None:
+    """The ConfigMap's data as the API server holds it (None: no ConfigMap)."""
+    config_map = api.get(CONFIG_MAP, "ns", "argo-rollouts-config")
+    return None if config_map is None else dict(config_map.get("data") or {})
 
 
-def release(fake: FakeRest, *, deployment: bool = True, mode: str = "auto") -> Events:
+def annotations(api: FakeApi) -> dict[str, str]:
+    """The annotations of the Deployment's pod template, as the API server holds them."""
+    deployment = api.get(DEPLOYMENT, "ns", "argo-rollouts")
+    assert deployment is not None
+    return dict(deployment["spec"]["template"]["metadata"].get("annotations") or {})
+
+
+def release(api: FakeApi, *, deployment: bool = True, mode: str = "auto",
+            config_map_deleted: bool = False) -> Events:
     """Reconcile a namespace whose last RolloutManager is gone (with the Argo Rollouts
-    Deployment, no operator controlling it, in the cache unless ``deployment`` is False)."""
+    Deployment, no operator controlling it, in the cache unless ``deployment`` is False);
+    ``config_map_deleted``: the ConfigMap is deleted after the cache saw it."""
     controller = RolloutPluginsController({"plugins_mode": mode})
-    stores = {w.resource: Store(w.resource) for w in controller.watches}
-    stores[controller.config_maps].upsert(fake.config_map())
-    if deployment:
-        stores[controller.deployments].upsert(fake.get(DEPLOYMENT, "ns", "argo-rollouts"))
+    stores = api.stores(*(w.resource for w in controller.watches))
+    if not deployment:  # the API has it, the cache has not seen it
+        for obj in stores[controller.deployments].list():
+            stores[controller.deployments].remove(obj)
+    if config_map_deleted:  # the cache still has it
+        api.hold()
+        api.remove(CONFIG_MAP, "ns", "argo-rollouts-config")
     events = Events()
-    ctx = Context(cache=CacheView(stores), client=fake, events=events,
-                  options={"plugins_mode": mode})
+    ctx = context(api, controller=controller, cache=CacheView(stores), events=events,
+                  plugins_mode=mode)
     controller.reconcile(Key("ns", "argo-rollouts-config"), ctx)
     return events
 
@@ -365,48 +334,47 @@ TRAFFIC_VALUE = "- name: c/d\n  location: file:///y\n"
 
 
 def test_release_removes_a_key_another_manager_co_owns() -> None:
-    fake = FakeRest(
+    api = namespace(
         {METRIC_KEY: METRIC_VALUE, "other": "o"},
         {METRIC_KEY: {"rollgate", CO_OWNER}, "other": {"someone"}},
         annotation=checksum({METRIC_KEY: METRIC_VALUE}),
     )
-    events = release(fake)
-    assert fake.data == {"other": "o"}
-    assert [reason for reason, _ in events.emitted] == ["PluginsRemoved"]
-    assert fake.annotations["rollgate.dev/plugins-checksum"] == EMPTY_CHECKSUM
+    events = release(api)
+    assert data(api) == {"other": "o"}
+    assert events.reasons() == ["PluginsRemoved"]
+    assert annotations(api)["rollgate.dev/plugins-checksum"] == EMPTY_CHECKSUM
 
 
 def test_release_keeps_keys_rollgate_never_wrote_and_restarts_for_what_is_left() -> None:
     """The Deployment's checksum follows the plugins still configured, not "none"."""
-    fake = FakeRest(
+    api = namespace(
         {METRIC_KEY: METRIC_VALUE, TRAFFIC_KEY: TRAFFIC_VALUE},
         {METRIC_KEY: {"rollgate"}, TRAFFIC_KEY: {"someone"}},
         annotation=checksum({METRIC_KEY: METRIC_VALUE}),
     )
-    release(fake)
-    assert fake.data == {TRAFFIC_KEY: TRAFFIC_VALUE}
-    assert fake.annotations["rollgate.dev/plugins-checksum"] == checksum(
+    release(api)
+    assert data(api) == {TRAFFIC_KEY: TRAFFIC_VALUE}
+    assert annotations(api)["rollgate.dev/plugins-checksum"] == checksum(
         {TRAFFIC_KEY: TRAFFIC_VALUE})
 
 
 def test_release_of_a_config_map_deleted_meanwhile_is_done() -> None:
-    fake = FakeRest({METRIC_KEY: METRIC_VALUE}, {METRIC_KEY: {"rollgate"}}, annotation=None)
-    fake.config_map_exists = False  # the cache still has it
-    events = release(fake)
+    api = namespace({METRIC_KEY: METRIC_VALUE}, {METRIC_KEY: {"rollgate"}}, annotation=None)
+    events = release(api, config_map_deleted=True)  # the cache still has it
     assert events.emitted == []
-    assert fake.annotations == {}
+    assert annotations(api) == {}
 
 
 def test_release_waits_for_the_deployment_in_auto_mode() -> None:
     """No Deployment: auto mode writes nothing at all, not even the release; an explicit
     --plugins-mode=sync releases at once."""
     owners = {METRIC_KEY: {"rollgate"}}
-    waiting = FakeRest({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
+    waiting = namespace({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
     assert release(waiting, deployment=False).emitted == []
-    assert waiting.data == {METRIC_KEY: METRIC_VALUE}
-    synced = FakeRest({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
+    assert data(waiting) == {METRIC_KEY: METRIC_VALUE}
+    synced = namespace({METRIC_KEY: METRIC_VALUE}, owners, annotation=None)
     release(synced, deployment=False, mode="sync")
-    assert synced.data == {}
+    assert data(synced) == {}
 
 
 def test_a_deployment_that_appears_brings_back_a_pending_release() -> None:

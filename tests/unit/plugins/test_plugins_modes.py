@@ -1,135 +1,32 @@
 """The plugins controller per mode: what it writes (and does not) and what it reports.
 
-Against an in-memory API (``Api`` below) that records every write, with the digest
-pre-flight's download injected: the e2e tests (tests/e2e/test_rollout_plugins.py) run
-the same flows against a real kube-apiserver and a real HTTPS server; these pin the
+Against the one fake API (tests/unit/fakeapi.py), which records every write, with the
+digest pre-flight's download injected: the e2e tests (tests/e2e/test_rollout_plugins.py)
+run the same flows against a real kube-apiserver and a real HTTPS server; these pin the
 decisions pass by pass ("a pass over an unchanged world writes nothing", "events once
 per generation") where the e2e suite can only sample.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
+from fakeapi import Events, FakeApi, Interceptors, context, never
 
-from kubekit.kinds import ROLLOUT_MANAGER
-from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH
+from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
 from reconciler.plugins.controller import RolloutPluginsController
 from reconciler.plugins.digests import DigestVerifier, DownloadError
 from reconciler.plugins.render import METRIC_KEY, TRAFFIC_KEY
-from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.health import Metrics
 from reconciler.runtime.status import Conflict
-from reconciler.runtime.types import Context, Key, Requeue
+from reconciler.runtime.types import Key, Requeue
 from reconciler.runtime.watches import keys_for
 
 GOOD = "a1" * 32
 OTHER = "b2" * 32
 URL = "https://plugins.example.com/gatewayapi"
 NS = "ns"
-
-
-class Api:
-    """The Client calls the plugins controller makes, over dicts, keeping the cache
-    (the controller's CacheView) up to date the way a watch would."""
-
-    def __init__(self, controller: RolloutPluginsController) -> None:
-        self.stores = {w.resource: Store(w.resource) for w in controller.watches}
-        self.by_plural = {w.resource.plural: w.resource for w in controller.watches}
-        self.rv = 10
-        self.writes: list[str] = []
-        self.status_bodies: list[dict[str, Any]] = []
-        # Versions the server has and the watch has not delivered yet: live reads and
-        # writes see them, the cache does not.
-        self.unseen: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def cache(self) -> CacheView:
-        return CacheView(self.stores)
-
-    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-        self.rv += 1
-        obj = copy.deepcopy(obj)
-        obj["metadata"].setdefault("namespace", NS)
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        self.stores[self.by_plural[plural]].upsert(obj)
-        return copy.deepcopy(obj)
-
-    def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        found = (self.unseen.get((resource.plural, name))
-                 or self.stores[self.by_plural[resource.plural]].get(namespace, name))
-        return copy.deepcopy(found) if found else None
-
-    def operator_status(self, name: str, conditions: list[dict[str, Any]]) -> None:
-        """argo-rollouts-manager's Status().Update of the RolloutManager, not yet in the
-        cache (``deliver`` brings it there)."""
-        obj = self.get(ROLLOUT_MANAGER, NS, name)
-        assert obj is not None
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        obj["status"] = {"conditions": conditions}
-        self.unseen[("rolloutmanagers", name)] = obj
-
-    def deliver(self) -> None:
-        for (plural, _), obj in self.unseen.items():
-            self.stores[self.by_plural[plural]].upsert(obj)
-        self.unseen.clear()
-
-    def create(self, resource: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("the plugins controller creates nothing but by apply")
-
-    def replace(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        raise AssertionError("the plugins controller never replaces")
-
-    def delete(self, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the plugins controller never deletes")
-
-    def patch(self, resource: Any, namespace: str, name: str, body: Any, *,
-              content_type: str = "", subresource: str = "", field_manager: str | None = None,
-              force: bool | None = None) -> dict[str, Any]:
-        plural = resource.plural
-        current = self.get(resource, namespace, name)
-        self.writes.append(f"{plural}/{name}{'/' + subresource if subresource else ''}")
-        if plural == "configmaps" and content_type == APPLY_PATCH:
-            cm = current or {"apiVersion": "v1", "kind": "ConfigMap",
-                             "metadata": {"name": name, "namespace": namespace}, "data": {}}
-            cm.setdefault("data", {}).update(body.get("data") or {})
-            cm["metadata"]["managedFields"] = [{"manager": field_manager, "operation": "Apply",
-                                                "fieldsV1": {"f:data": {
-                                                    f"f:{k}": {} for k in body.get("data", {})}}}]
-            return self.put(plural, cm)
-        assert current is not None, f"patch of a missing {plural}/{name}"
-        if content_type == JSON_PATCH:
-            for op in body:
-                if op["op"] == "remove":
-                    current["data"].pop(op["path"].removeprefix("/data/"))
-            return self.put(plural, current)
-        assert content_type == MERGE_PATCH
-        expected = (body.get("metadata") or {}).get("resourceVersion")
-        if expected is not None and expected != current["metadata"]["resourceVersion"]:
-            raise ApiException(status=409, reason="Conflict")
-        if subresource == "status":
-            self.status_bodies.append(copy.deepcopy(body))
-            status = {**(current.get("status") or {}), **body["status"]}
-            current["status"] = {k: v for k, v in status.items() if v is not None}
-        else:
-            annotations = body["spec"]["template"]["metadata"]["annotations"]
-            template = current["spec"]["template"]["metadata"]
-            template.setdefault("annotations", {}).update(annotations)
-        return self.put(plural, current)
-
-
-class Events:
-    def __init__(self) -> None:
-        self.emitted: list[tuple[str, str, str]] = []
-
-    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
-        self.emitted.append((type, reason, message))
-
-    def reasons(self) -> list[str]:
-        return [reason for _, reason, _ in self.emitted]
 
 
 class Fetch:
@@ -151,7 +48,14 @@ class World:
         self.fetch = Fetch({URL: GOOD} if served is None else served)
         self.controller = RolloutPluginsController(
             {"plugins_mode": mode}, verifier=DigestVerifier(self.fetch))
-        self.api = Api(self.controller)
+        self.api = FakeApi(interceptors=Interceptors(
+            create=never("the plugins controller creates nothing but by apply"),
+            replace=never("the plugins controller never replaces"),
+            delete=never("the plugins controller never deletes"),
+            list=never("the plugins controller lists through its cache only"),
+            watch=never("the plugins controller watches through the runtime only")))
+        self.watched = tuple(w.resource for w in self.controller.watches)
+        self.cache = self.api.cache(*self.watched)  # follows the API, as the watches do
         self.events = Events()
         self.serve_metrics()
         self.mode = mode
@@ -173,7 +77,7 @@ class World:
         }
         if conditions is not None:
             obj["status"] = {"conditions": conditions}
-        self.api.put("rolloutmanagers", obj)
+        self.api.put(ROLLOUT_MANAGER, obj)
 
     def deployment(self, *, operator: bool = False, annotations: dict[str, str] | None = None
                    ) -> None:
@@ -182,16 +86,33 @@ class World:
             meta["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1",
                                         "kind": "RolloutManager", "name": "rollouts",
                                         "uid": "u-1", "controller": True}]
-        self.api.put("deployments", {"metadata": meta, "spec": {"template": {
+        self.api.put(DEPLOYMENT, {"metadata": meta, "spec": {"template": {
             "metadata": {"annotations": dict(annotations or {})}}}})
 
     def config_map(self, data: dict[str, str]) -> None:
-        self.api.put("configmaps", {"metadata": {"name": "argo-rollouts-config",
-                                                 "namespace": NS}, "data": data})
+        self.api.put(CONFIG_MAP, {"metadata": {"name": "argo-rollouts-config",
+                                               "namespace": NS}, "data": data})
+
+    def operator_status(self, name: str, conditions: list[dict[str, Any]]) -> None:
+        """argo-rollouts-manager's Status().Update of the RolloutManager, not yet in the
+        cache (``deliver`` brings it there)."""
+        obj = self.api.get(ROLLOUT_MANAGER, NS, name)
+        assert obj is not None
+        obj["status"] = {"conditions": conditions}
+        self.api.hold()
+        self.api.put(ROLLOUT_MANAGER, obj)
+
+    def deliver(self) -> None:
+        self.api.deliver()
+
+    def status_bodies(self) -> list[Any]:
+        """The bodies of the status writes that succeeded, in order."""
+        return [r.body for r in self.api.requests if r.verb == "patch" and r.error is None
+                and r.options.get("subresource") == "status"]
 
     def reconcile(self, name: str = "rollouts") -> None:
-        ctx = Context(cache=self.api.cache(), client=self.api, events=self.events,
-                      options={"plugins_mode": self.mode}, metrics=self.metrics)
+        ctx = context(self.api, controller=self.controller, cache=self.cache,
+                      events=self.events, metrics=self.metrics, plugins_mode=self.mode)
         self.controller.reconcile(Key(NS, name), ctx)
 
     def condition(self, name: str = "rollouts") -> dict[str, Any] | None:
@@ -202,12 +123,12 @@ class World:
         return list((obj.get("status") or {}).get("conditions") or [])
 
     def annotation(self) -> str | None:
-        dep = self.api.stores[self.controller.deployments].get(NS, "argo-rollouts")
+        dep = self.api.get(DEPLOYMENT, NS, "argo-rollouts")
         return ((dep or {})["spec"]["template"]["metadata"].get("annotations") or {}).get(
             "rollgate.dev/plugins-checksum")
 
     def data(self) -> dict[str, str] | None:
-        cm = self.api.stores[self.controller.config_maps].get(NS, "argo-rollouts-config")
+        cm = self.api.get(CONFIG_MAP, NS, "argo-rollouts-config")
         return None if cm is None else dict(cm.get("data") or {})
 
     def sample(self, name: str, **labels: str) -> float | None:
@@ -229,7 +150,7 @@ def test_auto_without_the_deployment_writes_nothing_at_all() -> None:
     w.rm({"metric": [PROM]}, name="second", uid="u-2", created="2026-01-01T00:00:05Z")
     for name in ("rollouts", "second", "rollouts"):
         w.reconcile(name)
-    assert w.api.writes == [], "no ConfigMap, no Deployment, no status"
+    assert w.api.writes() == [], "no ConfigMap, no Deployment, no status"
     assert w.condition() is None and w.condition("second") is None
     assert w.events.emitted == []
     assert w.data() is None
@@ -244,7 +165,7 @@ def test_the_deployment_is_watched_so_its_appearance_decides_the_namespace() -> 
     dep = w.api.get(w.controller.deployments, NS, "argo-rollouts")
     assert dep is not None
     assert keys_for(w.controller.watches, w.controller.deployments, None, dep,
-                    w.api.cache()) == {Key(NS, "rollouts")}
+                    w.cache) == {Key(NS, "rollouts")}
 
 
 def test_a_deployment_controlled_by_a_rollout_manager_means_audit() -> None:
@@ -255,7 +176,7 @@ def test_a_deployment_controlled_by_a_rollout_manager_means_audit() -> None:
     w.config_map({TRAFFIC_KEY: OPERATOR_TRAFFIC, METRIC_KEY: OPERATOR_METRIC})
     w.deployment(operator=True)
     w.reconcile()
-    assert w.api.writes == [], "audit: no condition was written before, none to remove"
+    assert w.api.writes() == [], "audit: no condition was written before, none to remove"
     assert w.events.reasons() == ["PluginDigestDropped"]
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="audit") == 1
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="waiting") is None
@@ -265,11 +186,12 @@ def test_auto_with_a_deployment_no_rollout_manager_controls_syncs_as_before() ->
     w = World()
     w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]})
     w.reconcile()
-    assert w.api.writes == []
+    assert w.api.writes() == []
     w.deployment()
     w.reconcile()
-    assert w.api.writes == ["configmaps/argo-rollouts-config", "deployments/argo-rollouts",
-                            "rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch configmaps/argo-rollouts-config",
+                              "patch deployments/argo-rollouts",
+                              "patch rolloutmanagers/rollouts/status"]
     assert (w.condition() or {}).get("reason") == "Synced"
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="sync") == 1
 
@@ -283,8 +205,9 @@ def test_sync_proves_the_digest_then_writes_and_rolls_once() -> None:
     w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]})
     w.reconcile()
     assert w.fetch.calls == [URL], "only the https entry with a digest is downloaded"
-    assert w.api.writes == ["configmaps/argo-rollouts-config", "deployments/argo-rollouts",
-                            "rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch configmaps/argo-rollouts-config",
+                              "patch deployments/argo-rollouts",
+                              "patch rolloutmanagers/rollouts/status"]
     assert set(w.data() or {}) == {TRAFFIC_KEY, METRIC_KEY}
     assert w.annotation()
     assert w.condition()["status"] == "True"  # type: ignore[index]
@@ -292,7 +215,7 @@ def test_sync_proves_the_digest_then_writes_and_rolls_once() -> None:
                     result="verified", source="download") == 1
 
     w.reconcile()
-    assert len(w.api.writes) == 3, "a pass over an unchanged world writes nothing"
+    assert len(w.api.writes()) == 3, "a pass over an unchanged world writes nothing"
     assert w.fetch.calls == [URL]
 
 
@@ -301,7 +224,7 @@ def test_a_wrong_digest_leaves_config_map_and_deployment_alone() -> None:
     w.deployment()
     w.rm({"trafficManagement": [GATEWAY]})
     w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch rolloutmanagers/rollouts/status"]
     assert w.data() is None
     assert w.annotation() is None
     cond = w.condition()
@@ -312,7 +235,7 @@ def test_a_wrong_digest_leaves_config_map_and_deployment_alone() -> None:
     assert w.events.reasons() == ["DigestMismatch"]
 
     w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch rolloutmanagers/rollouts/status"]
     assert w.events.reasons() == ["DigestMismatch"], "no second event for the same finding"
     assert len(w.fetch.calls) == 1, "the mismatch is remembered for a while"
 
@@ -328,7 +251,7 @@ def test_an_unchanged_synced_plugin_set_is_not_downloaded_again() -> None:
     first.serve_metrics()
     first.reconcile()
     assert first.fetch.calls == [URL]
-    assert len(first.api.writes) == 3
+    assert len(first.api.writes()) == 3
 
 
 def test_a_failed_download_writes_nothing_and_retries() -> None:
@@ -341,7 +264,7 @@ def test_a_failed_download_writes_nothing_and_retries() -> None:
     assert cond is not None
     assert (cond["status"], cond["reason"]) == ("False", "DownloadFailed")
     assert "connection refused" in cond["message"] and GOOD in cond["message"]
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch rolloutmanagers/rollouts/status"]
 
 
 def test_a_fixed_digest_syncs() -> None:
@@ -361,7 +284,8 @@ def test_explicit_sync_writes_without_the_deployment() -> None:
     w = World(mode="sync")
     w.rm({"metric": [PROM]})
     w.reconcile()
-    assert w.api.writes == ["configmaps/argo-rollouts-config", "rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch configmaps/argo-rollouts-config",
+                              "patch rolloutmanagers/rollouts/status"]
 
 
 # --- audit: next to argo-rollouts-manager ---------------------------------------------------
@@ -385,9 +309,9 @@ def audit_world(**kwargs: Any) -> World:
 
 def test_audit_writes_nothing_and_reports_the_dropped_digest_once() -> None:
     w = audit_world()
-    before = {r: copy.deepcopy(store.list()) for r, store in w.api.stores.items()}
+    before = {r: w.api.objects(r) for r in w.watched}
     w.reconcile()
-    assert w.api.writes == [], "audit writes nothing, not even status"
+    assert w.api.writes() == [], "audit writes nothing, not even status"
     assert w.condition() is None
     assert [(t, r) for t, r, _ in w.events.emitted] == [("Warning", "PluginDigestDropped")]
     assert "argo-rollouts-manager drops the sha256" in w.events.emitted[0][2]
@@ -399,9 +323,9 @@ def test_audit_writes_nothing_and_reports_the_dropped_digest_once() -> None:
     for _ in range(3):
         w.reconcile()
     assert len(w.events.emitted) == 1, "no event on a pass that changes nothing"
-    assert w.api.writes == []
+    assert w.api.writes() == []
     assert w.fetch.calls == [URL], "verified once per generation"
-    assert {r: store.list() for r, store in w.api.stores.items()} == before
+    assert {r: w.api.objects(r) for r in w.watched} == before
 
 
 def test_audit_reports_a_hand_edit_and_does_not_revert_it() -> None:
@@ -411,7 +335,7 @@ def test_audit_reports_a_hand_edit_and_does_not_revert_it() -> None:
     w.reconcile()
     assert w.events.reasons() == ["PluginDigestDropped", "PluginMissing"]
     assert w.data() == {TRAFFIC_KEY: OPERATOR_TRAFFIC, METRIC_KEY: "[]\n"}
-    assert w.api.writes == []
+    assert w.api.writes() == []
     assert w.sample("rollgate_plugins_audit_findings", namespace=NS, finding="missing") == 1
 
 
@@ -426,7 +350,7 @@ def test_audit_reports_again_for_a_new_generation() -> None:
 def test_audit_reports_a_failed_pre_flight_as_an_event_and_a_metric() -> None:
     w = audit_world(served={URL: OTHER})
     w.reconcile()
-    assert w.api.writes == []
+    assert w.api.writes() == []
     assert sorted(w.events.reasons()) == ["DigestMismatch", "PluginDigestDropped"]
     mismatch = next(m for _, r, m in w.events.emitted if r == "DigestMismatch")
     assert f"has sha256 {OTHER}, expected {GOOD}" in mismatch
@@ -444,7 +368,7 @@ def test_audit_of_an_edit_the_operator_refuses() -> None:
     openshift = {"name": "argoproj-labs/openshift", "location": "file:///plugins/openshift"}
     w.rm({"trafficManagement": [GATEWAY, openshift], "metric": [PROM]}, generation=2)
     w.reconcile()
-    assert w.api.writes == []
+    assert w.api.writes() == []
     assert w.events.reasons() == ["PluginDigestDropped", "PluginRefusedByOperator"]
     assert "keeps what it held before" in w.events.emitted[-1][2]
     assert w.sample("rollgate_plugins_audit_findings", namespace=NS,
@@ -456,12 +380,12 @@ def test_audit_of_an_edit_the_operator_refuses() -> None:
 def test_metrics_of_a_namespace_go_with_its_last_rollout_manager() -> None:
     w = audit_world()
     w.reconcile()
-    w.api.stores[ROLLOUT_MANAGER].remove(w.api.get(ROLLOUT_MANAGER, NS, "rollouts"))
+    w.api.remove(ROLLOUT_MANAGER, NS, "rollouts")
     w.reconcile()
     assert w.sample("rollgate_plugins_audit_findings", namespace=NS,
                     finding="digest-dropped") is None
     assert w.sample("rollgate_plugins_mode", namespace=NS, mode="audit") is None
-    assert w.api.writes == []
+    assert w.api.writes() == []
 
 
 # --- audit: the one status write ------------------------------------------------------------
@@ -479,9 +403,9 @@ def test_audit_removes_an_earlier_plugins_synced_condition_once() -> None:
     before = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
     assert before is not None
     w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"]
+    assert w.api.writes() == ["patch rolloutmanagers/rollouts/status"]
     assert w.conditions() == [RECONCILED], "the operator's condition kept exactly as it was"
-    [body] = w.api.status_bodies
+    [body] = w.status_bodies()
     assert body == {"metadata": {"resourceVersion": before["metadata"]["resourceVersion"]},
                     "status": {"conditions": [RECONCILED]}}, "nothing else, with a precondition"
     after = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
@@ -490,13 +414,13 @@ def test_audit_removes_an_earlier_plugins_synced_condition_once() -> None:
     for _ in range(3):
         w.reconcile()
     # The operator writes its status again: still nothing of rollgate's to write.
-    w.api.operator_status("rollouts", [{**RECONCILED, "message": "again"}])
-    w.api.deliver()
+    w.operator_status("rollouts", [{**RECONCILED, "message": "again"}])
+    w.deliver()
     w.reconcile()
     w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, generation=2,
          conditions=[RECONCILED])
     w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/rollouts/status"], "once, then never again"
+    assert w.api.writes() == ["patch rolloutmanagers/rollouts/status"], "once, then never again"
     assert w.events.reasons() == ["PluginDigestDropped", "PluginDigestDropped"]
 
 
@@ -504,7 +428,7 @@ def test_the_last_condition_removed_removes_the_field() -> None:
     w = audit_world()
     w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, conditions=[EARLIER])
     w.reconcile()
-    assert w.api.status_bodies[0]["status"] == {"conditions": None}
+    assert w.status_bodies()[0]["status"] == {"conditions": None}
     obj = w.api.get(ROLLOUT_MANAGER, NS, "rollouts")
     assert obj is not None and "conditions" not in (obj.get("status") or {})
 
@@ -512,11 +436,11 @@ def test_the_last_condition_removed_removes_the_field() -> None:
 def test_the_removal_never_overwrites_a_status_write_the_cache_has_not_seen() -> None:
     w = audit_world()
     w.rm({"trafficManagement": [GATEWAY], "metric": [PROM]}, conditions=[EARLIER])
-    w.api.operator_status("rollouts", [RECONCILED, EARLIER])
+    w.operator_status("rollouts", [RECONCILED, EARLIER])
     with pytest.raises(Conflict):
         w.reconcile()
     assert w.conditions() == [RECONCILED, EARLIER], "refused (409), nothing lost"
-    w.api.deliver()
+    w.deliver()
     w.reconcile()
     assert w.conditions() == [RECONCILED]
 
@@ -527,7 +451,7 @@ def test_audit_removes_the_condition_from_every_rollout_manager_of_the_namespace
     w.rm({"metric": [PROM]}, name="second", uid="u-2", created="2026-01-01T00:00:05Z",
          conditions=[not_owner])
     w.reconcile()
-    assert w.api.writes == ["rolloutmanagers/second/status"]
+    assert w.api.writes() == ["patch rolloutmanagers/second/status"]
     assert w.conditions("second") == []
     w.reconcile("second")
-    assert len(w.api.writes) == 1
+    assert len(w.api.writes()) == 1

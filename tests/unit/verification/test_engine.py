@@ -1,5 +1,5 @@
 """The engine-mode executor (reconciler/verification/engine.py) over the one
-fake client (tests/unit/fake_kube.py).
+fake API (tests/unit/fakeapi.py).
 
 Each test makes the API do what a real server cannot be told to do on cue: fail one
 request, answer AlreadyExists for a run the cache has not seen, refuse a stale write.
@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_kube import FakeApi, api_error, context
+from fakeapi import FakeApi, api_error, context
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
-from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE
+from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Resource
+from kubekit.rest import is_already_exists
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key
@@ -65,15 +66,20 @@ def finish_run(api: FakeApi, phase: str) -> None:
 
 
 def writes(api: FakeApi) -> list[str]:
-    return [c for c in api.calls if not c.startswith("create events")]
+    return [w for w in api.writes() if not w.startswith("create events")]
+
+
+def stores(api: FakeApi, controller: StageVerificationController, *,
+           live: bool = True) -> dict[Resource, Store]:
+    """The stores of a cache of what ``controller`` watches, with its indexes."""
+    return api.stores(*(w.resource for w in controller.watches), live=live,
+                      indexes=controller.indexes)
 
 
 def test_one_pass_creates_the_run_and_writes_the_status_once() -> None:
     api = make_api()
     reconcile(api)
-    assert writes(api) == [f"create analysisruns/{RUN1}",
-                           writes(api)[1]]
-    assert writes(api)[1].startswith("patch stages/prod ")
+    assert writes(api) == [f"create analysisruns/{RUN1}", "patch stages/prod/status"]
     assert history(api)[0]["id"] == RUN1
 
 
@@ -81,12 +87,12 @@ def test_success_marks_freight_then_an_unchanged_world_is_not_written() -> None:
     api = make_api()
     reconcile(api)
     finish_run(api, "Successful")
-    api.calls.clear()
+    api.requests.clear()
     reconcile(api)
-    assert [c.split(" ")[1] for c in writes(api)] == ["freights/f1", "stages/prod"]
+    assert writes(api) == ["patch freights/f1/status", "patch stages/prod/status"]
     freight = api.get(FREIGHT, NS, "f1")
     assert freight is not None and "prod" in freight["status"]["verifiedIn"]
-    api.calls.clear()
+    api.requests.clear()
     reconcile(api)
     reconcile(api)
     assert writes(api) == []
@@ -101,17 +107,16 @@ def test_create_already_exists_for_a_run_the_cache_has_not_seen_adopts_it() -> N
     stage["status"]["freightHistory"] = [{"id": CID, "items": {"Warehouse/w": {"name": "f1"}}}]
     api.put(STAGE, stage)  # status lost (as if the write never happened)
     # A cache that has not seen the run: creating it again answers AlreadyExists.
-    stores = {r: Store(r) for r in api.stores}
-    for r, store in api.stores.items():
-        for obj in store.list():
-            if r != ANALYSIS_RUN:
-                stores[r].upsert(obj)
     controller = StageVerificationController()
-    ctx = context(api, cache=CacheView(stores), controller=controller)
-    for index_name, func in controller.indexes[ANALYSIS_RUN].items():
-        stores[ANALYSIS_RUN].add_index(index_name, func)
-    api.calls.clear()
+    unseen = stores(api, controller, live=False)
+    for run in unseen[ANALYSIS_RUN].list():
+        unseen[ANALYSIS_RUN].remove(run)
+    ctx = context(api, cache=CacheView(unseen), controller=controller)
+    api.requests.clear()
     controller.reconcile(Key(NS, "prod"), ctx)
+    [refused] = [r for r in api.requests if r.error is not None]
+    assert str(refused) == f"create analysisruns/{RUN1}"
+    assert isinstance(refused.error, ApiException) and is_already_exists(refused.error)
     assert api.names(ANALYSIS_RUN) == [RUN1]
     assert history(api)[0]["id"] == RUN1
 
@@ -128,8 +133,7 @@ def test_a_foreign_object_holding_the_name_is_an_error_entry() -> None:
 @pytest.mark.parametrize("status", [0, 429, 503])
 def test_transient_create_failure_is_retried_not_recorded(status: int) -> None:
     api = make_api()
-    api.fail_once(lambda verb, r, n, b: api_error(status) if verb == "create"
-                  and r == ANALYSIS_RUN else None)
+    api.fail("create", status, when=lambda r: r.resource == ANALYSIS_RUN)
     with pytest.raises(ApiException):
         reconcile(api)
     stage = api.get(STAGE, NS, "prod")
@@ -140,8 +144,7 @@ def test_transient_create_failure_is_retried_not_recorded(status: int) -> None:
 
 def test_definite_rejection_of_the_create_is_an_error_entry() -> None:
     api = make_api()
-    api.fail_once(lambda verb, r, n, b: api_error(422, "Invalid") if verb == "create"
-                  and r == ANALYSIS_RUN else None)
+    api.fail("create", api_error(422, "Invalid"), when=lambda r: r.resource == ANALYSIS_RUN)
     reconcile(api)
     assert history(api)[0]["phase"] == "Error"
     assert "rejected" in history(api)[0]["message"]
@@ -150,9 +153,8 @@ def test_definite_rejection_of_the_create_is_an_error_entry() -> None:
 @pytest.mark.parametrize("status", [0, 503])
 def test_transient_template_lookup_is_not_a_missing_template(status: int) -> None:
     api = make_api()
-    api.stores[ANALYSIS_TEMPLATE].remove(api.get(ANALYSIS_TEMPLATE, NS, "t"))
-    api.fail_once(lambda verb, r, n, b: api_error(status) if verb == "get"
-                  and r == ANALYSIS_TEMPLATE else None)
+    api.remove(ANALYSIS_TEMPLATE, NS, "t")
+    api.fail("get", status, when=lambda r: r.resource == ANALYSIS_TEMPLATE)
     with pytest.raises(ApiException):
         reconcile(api)
     stage = api.get(STAGE, NS, "prod")
@@ -169,7 +171,7 @@ def test_stale_stage_write_is_a_conflict_for_the_runtime_to_retry() -> None:
         def get(self, resource, namespace, name):  # type: ignore[no-untyped-def]
             return stale if resource == STAGE else super().get(resource, namespace, name)
 
-    ctx = context(api, cache=Stale(api.stores), controller=controller)
+    ctx = context(api, cache=Stale(stores(api, controller)), controller=controller)
     with pytest.raises(Conflict):
         controller.reconcile(Key(NS, "prod"), ctx)
     assert api.names(ANALYSIS_RUN) == [RUN1]  # the next pass adopts it
@@ -182,7 +184,7 @@ def test_deleted_stage_leaves_no_verified_in_and_no_runs() -> None:
     reconcile(api)
     finish_run(api, "Successful")
     reconcile(api)
-    api.stores[STAGE].remove(api.get(STAGE, NS, "prod"))
+    api.remove(STAGE, NS, "prod")
     reconcile(api)
     freight = api.get(FREIGHT, NS, "f1")
     assert freight is not None and freight["status"]["verifiedIn"] == {}

@@ -1,16 +1,15 @@
 """The observe-mode controller (reconciler/verification/observer.py) over the one fake
-client (tests/unit/fake_kube.py): what it reports, when it comes back, and its one
-write (--refresh-lagging)."""
+API (tests/unit/fakeapi.py): what it reports, when it comes back, and its one write
+(--refresh-lagging)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from typing import Any
 
 import pytest
-from fake_kube import FakeApi, api_error, context
+from fakeapi import FakeApi, Request, api_error, context
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
@@ -75,8 +74,10 @@ def anomaly_count(controller: VerificationObserver, kind: str) -> float | None:
                                      {"namespace": NS, "stage": "prod", "kind": kind})
 
 
-def refreshes(api: FakeApi) -> list[str]:
-    return [c for c in api.calls if c.startswith("patch stages/prod")]
+def refreshes(api: FakeApi) -> list[Request]:
+    """The patches of the Stage (any subresource) that succeeded: its refresh requests."""
+    return [r for r in api.requests if r.verb == "patch" and r.resource == STAGE
+            and r.name == "prod" and r.error is None]
 
 
 def test_a_lagging_entry_is_one_warning_event_and_one_count_and_nothing_written() -> None:
@@ -89,7 +90,7 @@ def test_a_lagging_entry_is_one_warning_event_and_one_count_and_nothing_written(
     assert ctx.events.emitted[0][0] == "Warning"
     assert RUN in ctx.events.emitted[0][2] and "9b1c7e52-uuid" in ctx.events.emitted[0][2]
     assert anomaly_count(controller, "VerificationNotRecorded") == 1
-    assert api.calls == []  # observe mode writes nothing without --refresh-lagging
+    assert api.writes() == []  # observe mode writes nothing without --refresh-lagging
 
 
 def test_the_pass_comes_back_when_the_lag_becomes_due() -> None:
@@ -119,7 +120,7 @@ def test_a_recorded_entry_is_not_lagging() -> None:
     controller = observer()
     ctx = context(api, controller=controller)
     assert reconcile(controller, ctx) is None
-    assert ctx.events.reasons() == [] and api.calls == []
+    assert ctx.events.reasons() == [] and api.writes() == []
 
 
 def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
@@ -130,7 +131,8 @@ def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
     reconcile(controller, ctx)
     reconcile(controller, ctx)
     (call,) = refreshes(api)
-    body = json.loads(call.split(" ", 2)[2])
+    assert str(call) == "patch stages/prod"  # the Stage itself, not its status
+    body = call.body
     assert body == {"metadata": {"annotations": {REFRESH: body["metadata"]["annotations"][
         REFRESH]}}}  # metadata only
     value = body["metadata"]["annotations"][REFRESH]
@@ -159,7 +161,7 @@ def test_a_failed_refresh_is_retried_without_a_second_event() -> None:
     api = make_api()
     controller = observer(refresh_lagging=True)
     ctx = context(api, controller=controller)
-    api.fail_once(lambda verb, r, n, b: api_error(503) if verb == "patch" else None)
+    api.fail("patch", 503)
     with pytest.raises(ApiException):
         reconcile(controller, ctx)
     assert refreshes(api) == []
@@ -173,5 +175,5 @@ def test_a_stage_gone_before_its_refresh_is_no_error() -> None:
     api = make_api()
     controller = observer(refresh_lagging=True)
     ctx = context(api, controller=controller)
-    api.fail_once(lambda verb, r, n, b: api_error(404, "NotFound") if verb == "patch" else None)
+    api.fail("patch", api_error(404, "NotFound"))
     assert reconcile(controller, ctx) is None
