@@ -272,7 +272,9 @@ def test_generated_objects_are_both_valid_and_invalid(strategy: Any, validator: 
     objects whose stanza is not empty."""
     def has_stanza(obj: Any) -> bool:
         spec = obj.get("spec") if isinstance(obj, dict) else None
-        return isinstance(spec, dict) and any(
+        # Objects jsonschema-rs can take (not a lone surrogate, which makes it raise and
+        # jsonschema answer): the assertion below asks jsonschema-rs itself.
+        return isinstance(spec, dict) and validator._fast_verdict(obj) is not None and any(
             isinstance(spec.get(name), dict) and spec[name]
             for name in ("verification", "analysis", "plugins"))
 
