@@ -1,7 +1,9 @@
 # rollgate developer commands. `make dev` and `make test` work on a fresh machine:
 # they create .venv, install the project, and build etcd, kube-apiserver,
-# kube-controller-manager, kubectl and the real Argo Rollouts controller once
-# (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or taken from $ROLLGATE_K8S_BIN).
+# kube-controller-manager, kubectl, the real Argo Rollouts controller and, from their
+# source trees ($ROLLGATE_KARGO_SRC, $ROLLGATE_ROLLOUTS_MANAGER_SRC), the real Kargo and
+# argo-rollouts-manager once (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or
+# taken from $ROLLGATE_K8S_BIN).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv

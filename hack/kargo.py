@@ -1,5 +1,8 @@
-"""What Kargo v1.11.2's Stage controller writes when a promotion finishes, for the tests
-and ``make dev``, which play Kargo's part (no Kargo controller can be built here).
+"""What Kargo v1.11.2's Stage controller writes when a promotion finishes, for engine-mode
+tests and ``hack/dev.py --engine``, where by definition no Kargo controller runs (every
+test about living next to Kargo runs the real one: hack/upstream.py).
+``tests/e2e/test_kargo_observe.py::test_the_imitation_writes_what_the_real_kargo_writes``
+checks these shapes against the real Kargo's for the same promotion.
 
 Only the shapes rollgate reads, exactly as Kargo writes them
 (pkg/controller/stages/regular_stages.go, api/v1alpha1/stage_types.go), nothing else:
