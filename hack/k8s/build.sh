@@ -71,12 +71,12 @@ upstream_binaries() {
             kargo)
                 if [[ -f "${kargo_src}/go.mod" ]]; then upstream+=(kargo)
                 else tree_missing ROLLGATE_KARGO_SRC "${kargo_src}" "${kargo_version}" akuity/kargo
-                     [[ "${strict}" == strict ]] && exit 1; fi ;;
+                     if [[ "${strict}" == strict ]]; then exit 1; fi; fi ;;
             rollouts-manager)
                 if [[ -f "${manager_src}/go.mod" ]]; then upstream+=(argo-rollouts-manager)
                 else tree_missing ROLLGATE_ROLLOUTS_MANAGER_SRC "${manager_src}" \
                          "${manager_version}" argoproj-labs/argo-rollouts-manager
-                     [[ "${strict}" == strict ]] && exit 1; fi ;;
+                     if [[ "${strict}" == strict ]]; then exit 1; fi; fi ;;
         esac
     done
 }
