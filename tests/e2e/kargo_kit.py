@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import time
+import urllib.request
 from typing import Any
 
 import controlplane
@@ -30,6 +31,14 @@ def ulid() -> str:
     Promotions by the one in their names."""
     value = (int(time.time() * 1000) << 80) | secrets.randbits(80)
     return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in reversed(range(26)))
+
+
+def metric(proc: controlplane.ManagedProcess, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` with ``labels`` on a process's /metrics."""
+    text = urllib.request.urlopen(proc.url + "/metrics", timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + ("{" if labels else ""))
+               and all(f'{k}="{v}"' in line for k, v in labels.items()))
 
 
 def writers(obj: dict[str, Any]) -> set[str]:

@@ -9,27 +9,19 @@ it must stand back. rollgate's webhook must never block Kargo's own writes.
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import controlplane
 import pytest
 import upstream
-from kargo_kit import KargoProject
+from kargo_kit import KargoProject, metric
 from verification_kit import MetricServer, verdict_template, wait_for
 
 # Two 4 s measurements: long enough that Kargo's own status write of the entry reaches
 # its cache before the run finishes (with instant runs Kargo really lags; see
 # test_kargo_lag.py).
 TWO_STEP = {"name": "two-step", "count": 2, "interval": "4s"}
-
-
-def metric(proc: controlplane.ManagedProcess, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(proc.url + "/metrics", timeout=5).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + ("{" if labels else ""))
-               and all(f'{k}="{v}"' in line for k, v in labels.items()))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 import controlplane
 import pytest
 import upstream
-from kargo_kit import STEPS, KargoProject
+from kargo_kit import STEPS, KargoProject, metric
 from verification_kit import MetricServer, verdict_template, wait_for
 
 
@@ -90,3 +90,45 @@ def test_a_promotion_kargos_webhook_completes_is_promoted_and_verified(
     assert "uat" in project.verified_in(freight)
     wait_for("Kargo's finalizer", lambda: "kargo.akuity.io/finalizer" in (
         project.get("stage", "uat") or {})["metadata"].get("finalizers", []))
+
+
+def test_auto_promotion_from_a_direct_source_runs_one_verification(
+        project: KargoProject, control_plane: controlplane.ControlPlane) -> None:
+    """Kargo issue #6619 (duplicate runs after an auto-promotion from a direct source):
+    the real Kargo auto-promotes the Freight the Stage may take and verifies it. What
+    rollgate's observer reports is what happened: one run per collection and no finding,
+    or a DuplicateVerificationRuns warning naming the extra run."""
+    proc = control_plane.start_reconciler(
+        "--controllers", "stage-verification", "--stage-verification", "observe",
+        "--observe-grace-seconds", "2", "--namespaces", project.ns, "--no-leader-elect",
+        name="reconciler-kargo-auto")
+    try:
+        proc.wait_ready(60)
+        project.apply({"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "ProjectConfig",
+                       "metadata": {"name": project.ns},
+                       "spec": {"promotionPolicies": [
+                           {"stage": "auto", "autoPromotionEnabled": True}]}})
+        project.stage("auto", templates=("two-step",))
+        project.wait_promoted("auto", "w1")
+        project.wait_verified("auto")
+        collection = (project.get("stage", "auto") or {})["status"]["freightHistory"][0]["id"]
+        wait_for("the verification counted", lambda: _finished(proc, project, "auto") == 1)
+        runs = [r for r in project.runs("auto") if r["metadata"]["labels"].get(
+            "kargo.akuity.io/freight-collection") == collection]
+        entries = project.history("auto")
+        duplicates = project.events("DuplicateVerificationRuns")
+        if len(runs) > len(entries):
+            found = wait_for("DuplicateVerificationRuns",
+                             lambda: project.events("DuplicateVerificationRuns"))
+            assert found[0]["type"] == "Warning"
+        else:
+            assert len(runs) == len(entries) == 1, (runs, entries)
+            assert duplicates == []
+        assert project.rollgate_writes() == {}
+    finally:
+        control_plane.stop_process(proc)
+
+
+def _finished(proc: controlplane.ManagedProcess, project: KargoProject, stage: str) -> float:
+    return metric(proc, "rollgate_verifications_finished_total", namespace=project.ns,
+                  stage=stage, phase="Successful")
