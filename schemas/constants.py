@@ -18,6 +18,8 @@ MANAGED_BY: Final = "rollgate"
 ANNOTATION_FREIGHT: Final = "rollgate.dev/freight"
 ANNOTATION_REVERIFY: Final = "kargo.akuity.io/reverify"
 ANNOTATION_ABORT: Final = "kargo.akuity.io/abort"
+# Kargo adds it to every Stage its controller reconciles (api/v1alpha1/labels.go).
+KARGO_FINALIZER: Final = "kargo.akuity.io/finalizer"
 # On a run rollgate started or aborted for a reverify/abort request: the request's value,
 # so a restarted reconciler knows the request was already acted on.
 ANNOTATION_REQUEST: Final = "rollgate.dev/request"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple, cast
 
 import schemas
-from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY
+from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY, KARGO_FINALIZER
 from schemas.objects import Obj, as_dict, as_list, meta_of
 
 from ..conditions import get_condition, set_condition
@@ -379,7 +379,17 @@ class _Planner:
         self._drop_condition()
 
     def _foreign(self, current: Mapping[str, Any], cid: str) -> str | None:
-        """Why another verifier owns this collection, if it does."""
+        """Why another verifier owns this collection, if it does.
+
+        Kargo's finalizer comes first: Kargo adds it when it first reconciles a Stage,
+        before any promotion, and Kargo v1 verifies every Stage it reconciles. Its runs
+        and entries come only after the promotion is recorded, too late to keep a second
+        verifier from starting (seen with the real Kargo v1.11.2)."""
+        if KARGO_FINALIZER in as_list(meta_of(self.stage).get("finalizers")):
+            return (f"Stage carries Kargo's finalizer {KARGO_FINALIZER}: a Kargo controller "
+                    "reconciles it, and Kargo verifies every Stage it reconciles; rollgate "
+                    "leaves it alone (engine mode is for Stages no Kargo controller "
+                    "reconciles)")
         for entry in verification_history(current):
             if entry.get("actor") != ACTOR:
                 return (f"verification {entry.get('id')} of freight collection {cid} was "

@@ -837,7 +837,7 @@ def test_the_real_controller_exits_on_a_wrong_digest_written_by_hand(
     # It did download the real bytes: the digest it computed is the binary's.
     assert f"expected sha256: {wrong}, actual sha256: {sample_plugin.digest}" in log
     assert plugin_server.requests.count(path) == 1
-    assert rollouts.READY_LOG_LINE.decode() not in log
+    assert rollouts.READY_LOG_LINE.pattern.decode() not in log
 
 
 # --- audit: next to argo-rollouts-manager -----------------------------------------------------

@@ -373,6 +373,17 @@ def test_foreign_run_for_the_collection_is_a_conflict_with_no_write() -> None:
     assert [(e.type, e.reason) for e in p.events] == [("Warning", "VerifierConflict")]
 
 
+def test_a_stage_kargo_reconciles_is_a_conflict_before_kargo_has_a_run() -> None:
+    """Kargo's finalizer is there from Kargo's first reconcile, before its run and entry."""
+    st = stage()
+    st["metadata"]["finalizers"] = ["kargo.akuity.io/finalizer"]
+    p = plan(st)
+    assert p.conflict and "kargo.akuity.io/finalizer" in p.conflict
+    assert p.create is None and p.status is None and p.freight == []
+    assert [(e.type, e.reason) for e in p.events] == [("Warning", "VerifierConflict")]
+    assert plan(stage()).create is not None  # the same Stage without it is verified
+
+
 def test_foreign_entry_in_the_history_is_a_conflict() -> None:
     history = [{"id": "0b9c5e0e-uuid", "phase": "Running"}]
     p = plan(stage(history=[collection("f1", history=history)]))
