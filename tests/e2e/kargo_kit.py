@@ -9,11 +9,17 @@ fills in, so they work with and without Kargo's webhooks registered.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
+import ssl
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import controlplane
@@ -157,3 +163,81 @@ class KargoProject(Cluster):
                 if mine:
                     found[f"{kind}/{obj['metadata']['name']}"] = mine
         return found
+
+
+@contextmanager
+def slow_stage_status(plane: controlplane.ControlPlane, namespace: str, *,
+                      seconds: float) -> Iterator[list[str]]:
+    """Every write of a Stage's status in ``namespace`` held ``seconds`` before the API
+    server stores it, by a validating webhook on ``stages/status`` that allows after a
+    pause: what a loaded API server does to Kargo's status write. Yields the names of the
+    Stages whose writes were held (dry runs pass at once)."""
+    held: list[str] = []
+    calls: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            request = review["request"]
+            calls.append(request["name"])
+            if not request.get("dryRun"):
+                held.append(request["name"])
+                time.sleep(seconds)
+            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                               "response": {"uid": request["uid"], "allowed": True}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    work = plane.work_dir / f"slow-status-{namespace}"
+    work.mkdir(parents=True, exist_ok=True)
+    cert, key = plane._ca.issue(common_name="slow-status", sans=["127.0.0.1"], server=True)
+    (work / "tls.crt").write_bytes(cert)
+    (work / "tls.key").write_bytes(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(work / "tls.crt", work / "tls.key")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    name = f"slow-status-{namespace}"
+    plane.apply_objects([{
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "slow-status.rollgate.test", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 15,
+            "clientConfig": {"url": f"https://127.0.0.1:{server.server_address[1]}/",
+                             "caBundle": base64.b64encode(plane._ca_pem).decode()},
+            "rules": [{"apiGroups": ["kargo.akuity.io"], "apiVersions": ["v1alpha1"],
+                       "resources": ["stages/status"], "operations": ["UPDATE"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        }],
+    }])
+    probe = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+             "metadata": {"name": "slow-status-probe", "namespace": namespace},
+             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                                            "sources": {"direct": True}}]}}
+    try:
+        # The API server calls a new webhook only after a moment: a dry run shows when.
+        plane.kubectl("apply", "-f", "-", input=json.dumps(probe))
+
+        def reached() -> bool:
+            plane.kubectl("patch", "stage", "slow-status-probe", "-n", namespace,
+                          "--subresource=status", "--type=merge", "--dry-run=server",
+                          "-p", json.dumps({"status": {"freightSummary": "probe"}}),
+                          check=False)
+            return "slow-status-probe" in calls
+
+        wait_for("the slow-status webhook to be called", reached, timeout=30)
+        plane.kubectl("delete", "stage", "slow-status-probe", "-n", namespace)
+        yield held
+    finally:
+        plane.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+        server.shutdown()
+        server.server_close()
