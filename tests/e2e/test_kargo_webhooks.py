@@ -117,6 +117,8 @@ def test_auto_promotion_from_a_direct_source_runs_one_verification(
             "kargo.akuity.io/freight-collection") == collection]
         entries = project.history("auto")
         duplicates = project.events("DuplicateVerificationRuns")
+        print(f"auto-promotion: {len(runs)} run(s) and {len(entries)} verification "
+              f"entr{'y' if len(entries) == 1 else 'ies'} for collection {collection}")
         if len(runs) > len(entries):
             found = wait_for("DuplicateVerificationRuns",
                              lambda: project.events("DuplicateVerificationRuns"))
