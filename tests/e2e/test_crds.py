@@ -7,18 +7,56 @@ argo-rollouts-manager v0.0.9), so this file passes both with manifests/crds and 
 ``ROLLGATE_CRDS_DIR`` pointing at the upstream CRDs: that is what shows ours agree.
 The API server checks the schema before any webhook, so these messages are the API
 server's own.
+
+Every test runs twice: on the session's plane, which installs the upstream trees' CRDs
+when they are there (the real Kargo's and argo-rollouts-manager's), and on a plane with
+``manifests/crds`` only (what ``make dev`` and the suite use without the trees).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import controlplane
 import pytest
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module", params=["upstream-or-overridden", "manifests-crds"])
+def crd_plane(request: pytest.FixtureRequest, control_plane: controlplane.ControlPlane,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    if request.param == "upstream-or-overridden":
+        yield control_plane
+        return
+    plane = controlplane.ControlPlane(work_dir=tmp_path_factory.mktemp("ours"),
+                                      tree_crds=False)
+    try:
+        plane.start()
+    except controlplane.ControlPlaneError as err:
+        pytest.fail(f"control plane did not start: {err}", pytrace=False)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def kubectl(crd_plane: controlplane.ControlPlane) -> Kubectl:
+    return crd_plane.kubectl
+
+
+@pytest.fixture
+def namespace(crd_plane: controlplane.ControlPlane) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    crd_plane.kubectl("create", "namespace", name)
+    yield name
+    crd_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
 
 NOW = "2025-01-01T00:00:00Z"
 ORIGIN = {"kind": "Warehouse", "name": "guestbook"}
