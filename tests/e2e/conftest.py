@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import controlplane
 import pytest
+from plane_kit import fresh_namespace, running_plane
 from verification_kit import Cluster, MetricServer, metric_server, verdict_template
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -30,23 +30,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
-    try:
-        controlplane.find_binaries()
-    except controlplane.BinariesMissing as err:
-        pytest.fail(str(err), pytrace=False)
     # verbose: start-up timings and harness notes land in the captured output of the
     # first test, which pytest shows when something fails.
-    plane = controlplane.ControlPlane(
-        work_dir=tmp_path_factory.mktemp("controlplane"), verbose=True
-    )
-    try:
-        plane.start()
-    except controlplane.ControlPlaneError as err:
-        pytest.fail(f"control plane did not start: {err}", pytrace=False)
-    try:
+    with running_plane(tmp_path_factory.mktemp("controlplane"), verbose=True) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
@@ -56,11 +43,9 @@ def kubectl(control_plane: controlplane.ControlPlane) -> Kubectl:
 
 @pytest.fixture
 def namespace(control_plane: controlplane.ControlPlane) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (without waiting for it to go)."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    control_plane.kubectl("create", "namespace", name)
-    yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    """A fresh namespace per test."""
+    with fresh_namespace(control_plane) as name:
+        yield name
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from typing import Any
 
 import controlplane
 import upstream
-from verification_kit import Cluster, wait_for
+from verification_kit import Cluster, send_json, wait_for
 
 # Kargo's steps that need no Argo CD (an `argocd-update` step fails with Argo CD
 # integration off).
@@ -144,6 +144,14 @@ class KargoProject(Cluster):
                  .items() if k in ("phase", "message")}}
                 for p in self.list("promotions") if p["spec"].get("stage") == stage]
 
+    def promote_and_verify(self, stage: str, alias: str) -> dict[str, Any]:
+        """Promote ``alias`` into ``stage``; once Kargo has recorded and verified it, its
+        verification entry."""
+        self.promote(stage, alias)
+        self.wait_promoted(stage, alias)
+        self.wait_verified(stage)
+        return self.history(stage)[0]
+
     def wait_verified(self, stage: str, *, timeout: float = 90) -> dict[str, Any]:
         return wait_for(f"Kargo to set Verified=True on {stage}", lambda: (
             c := self.condition(stage)).get("status") == "True" and c, timeout=timeout)
@@ -183,13 +191,9 @@ def slow_stage_status(plane: controlplane.ControlPlane, namespace: str, *,
             if not request.get("dryRun"):
                 held.append(request["name"])
                 time.sleep(seconds)
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": {"uid": request["uid"], "allowed": True}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, 200, {"apiVersion": "admission.k8s.io/v1",
+                                  "kind": "AdmissionReview",
+                                  "response": {"uid": request["uid"], "allowed": True}})
 
         def log_message(self, *args: Any) -> None:
             pass

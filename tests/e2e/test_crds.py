@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import controlplane
 import pytest
+from plane_kit import fresh_namespace, running_plane
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -33,16 +33,8 @@ def crd_plane(request: pytest.FixtureRequest, control_plane: controlplane.Contro
     if request.param == "upstream-or-overridden":
         yield control_plane
         return
-    plane = controlplane.ControlPlane(work_dir=tmp_path_factory.mktemp("ours"),
-                                      tree_crds=False)
-    try:
-        plane.start()
-    except controlplane.ControlPlaneError as err:
-        pytest.fail(f"control plane did not start: {err}", pytrace=False)
-    try:
+    with running_plane(tmp_path_factory.mktemp("ours"), tree_crds=False) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
@@ -52,10 +44,8 @@ def kubectl(crd_plane: controlplane.ControlPlane) -> Kubectl:
 
 @pytest.fixture
 def namespace(crd_plane: controlplane.ControlPlane) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    crd_plane.kubectl("create", "namespace", name)
-    yield name
-    crd_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    with fresh_namespace(crd_plane) as name:
+        yield name
 
 
 NOW = "2025-01-01T00:00:00Z"

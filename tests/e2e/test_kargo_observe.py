@@ -80,10 +80,7 @@ def run_of(project: KargoProject, entry: dict[str, Any]) -> dict[str, Any]:
 def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
         project: KargoProject, observer: controlplane.ManagedProcess) -> None:
     project.stage("test", templates=("two-step",))
-    project.promote("test", "a1")
-    project.wait_promoted("test", "a1")
-    project.wait_verified("test")
-    first = entries(project, "test")[0]
+    first = project.promote_and_verify("test", "a1")
     assert first["phase"] == "Successful" and first.get("actor") != "rollgate"
     # Kargo, not rollgate, marks the Freight verified.
     assert "test" in project.verified_in(project.freight_names["a1"])
@@ -146,10 +143,7 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
 def test_a_failed_reverify_after_success_while_kargo_keeps_verified_in(
         project: KargoProject, observer: controlplane.ManagedProcess) -> None:
     project.stage("prod", templates=("two-step",))
-    project.promote("prod", "a1")
-    project.wait_promoted("prod", "a1")
-    project.wait_verified("prod")
-    first = entries(project, "prod")[0]
+    first = project.promote_and_verify("prod", "a1")
     # The same Stage now asks for a failing verdict; a reverify runs it.
     project.stage("prod", templates=("two-step",), verdict="fail")
     project.annotate("prod", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))

@@ -35,6 +35,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = DEADLINE) -> 
 # --------------------------------------------------------------------------- metric server
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
+    """Answer ``body`` as JSON from a test's HTTP handler."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+
 class MetricServer:
     """Answers the web metric: ``/<verdict>`` -> ``{"verdict": "<verdict>"}`` with 200,
     ``/broken`` -> 500. The templates below turn the verdict into the run's phase."""
@@ -46,13 +57,10 @@ class MetricServer:
             def do_GET(self) -> None:
                 server.hits.append(self.path)
                 verdict = self.path.strip("/")
-                status, body = (500, b'{"error":"broken"}') if verdict == "broken" else (
-                    200, json.dumps({"verdict": verdict}).encode())
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                if verdict == "broken":
+                    send_json(self, 500, {"error": "broken"})
+                else:
+                    send_json(self, 200, {"verdict": verdict})
 
             def log_message(self, *args: Any) -> None:
                 pass
