@@ -88,6 +88,8 @@ def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
         observer, "rollgate_verifications_finished_total", namespace=project.ns,
         stage="test", phase="Successful") == 1)
     assert metric(observer, "rollgate_promotion_to_verified_seconds_count") >= 1
+    assert metric(observer, "rollgate_verification_duration_seconds_count",
+                  phase="Successful") >= 1
 
     # A reverify as Kargo's CLI requests it: Kargo runs the verification again.
     project.annotate("test", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
