@@ -27,6 +27,9 @@ from .backoff import backoff_delay
 from .cache import Store
 
 log = logging.getLogger("reconciler.informer")
+# The informer's retry delays after a failed list or watch: 0.5 s doubling up to 30 s.
+RETRY_BASE = 0.5
+RETRY_CAP = 30.0
 
 # (event type "ADDED"/"MODIFIED"/"DELETED", the version stored before or None, the
 # event's object) -> None
@@ -60,6 +63,8 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.synced = threading.Event()
         self.resource_version = ""
+        # Failed list/watch attempts since the API server last answered one.
+        self.failures = 0
         self._thread: threading.Thread | None = None
 
     @property
@@ -75,7 +80,6 @@ class Informer:
         self._thread.start()
 
     def _run(self) -> None:
-        failures = 0
         need_list = True
         while not self.stop.is_set():
             try:
@@ -83,7 +87,7 @@ class Informer:
                     self._list()
                     need_list = False
                 self._watch()
-                failures = 0
+                self.failures = 0
                 self.on_restart("closed")  # the server ended the stream; normal
             except Gone:
                 log.info("watch expired, re-listing", extra={"informer": self.name})
@@ -92,8 +96,8 @@ class Informer:
             except Exception as exc:
                 if self.stop.is_set():
                     return  # shutting down: the stream was cut on purpose
-                failures += 1
-                delay = backoff_delay(failures, base=0.5, cap=30.0)
+                self.failures += 1
+                delay = backoff_delay(self.failures, base=RETRY_BASE, cap=RETRY_CAP)
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs", brief(exc), delay,
                     extra={"informer": self.name},
@@ -129,6 +133,9 @@ class Informer:
             self.namespace if self.resource.namespaced else None, items
         )
         self.resource_version = rv
+        # The API server answers again: the next failure starts the back-off afresh, so
+        # an outage does not make the recovery from the next one slower.
+        self.failures = 0
         self.synced.set()
         for obj in deleted:
             self._notify("DELETED", obj, obj)
@@ -146,6 +153,7 @@ class Informer:
             for event in events:
                 if self.stop.is_set():
                     return
+                self.failures = 0  # the watch is established (see _list)
                 etype = str(event.get("type") or "")
                 obj = event.get("object") or {}
                 if etype == "ERROR":
