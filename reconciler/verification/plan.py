@@ -333,6 +333,16 @@ class _Planner:
         self._finish_status()
         return self.out
 
+    def _run_for(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The run of a verification entry: the one it names, or for an entry of ours
+        written before its run (Pending, no ``analysisRun`` yet), the run named by its
+        id, which is the run's deterministic name: that run may exist although the pass
+        that created it could not record it (a 409 from a promotion landing)."""
+        named = self.runs.get(run_of(entry))
+        if named is not None or entry.get("actor") != ACTOR:
+            return named
+        return self.runs.get(str(entry.get("id") or ""))
+
     # -- older freight, a removed stanza, another verifier -------------------------
     def _supersede(self, cid: str) -> None:
         """Unfinished verifications of older freight end: their runs are terminated."""
@@ -349,15 +359,18 @@ class _Planner:
         self, entry: Mapping[str, Any], cid: str
     ) -> tuple[VerificationInfo, Mapping[str, Any] | None]:
         """How an unfinished verification of older freight ends, and its run."""
-        run = self.runs.get(run_of(entry))
+        run = self._run_for(entry)
         if run is not None and run_phase(run) in FINISHED and not _terminated(run):
             return entry_from_run(entry, run, self.w.now), run  # it ended on its own
         if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
             self.out.terminate.append(Terminate(meta_of(run)["name"], None))
         done = finish(entry, phase="Aborted", message=f"superseded by {cid}", now=self.w.now)
         if run is not None:
-            # the reference as recorded, with the run's last phase
+            # the reference as recorded (or, for an entry written before its run, the run
+            # found by its id), with the run's last phase
+            meta = meta_of(run)
             done["analysisRun"] = cast(AnalysisRunReference, {
+                "name": meta.get("name"), "namespace": meta.get("namespace"),
                 **as_dict(entry.get("analysisRun")), "phase": run_phase(run)})
         return done, run
 
@@ -367,7 +380,7 @@ class _Planner:
         history = verification_history(current)
         latest = history[0] if history else None
         if latest and latest.get("actor") == ACTOR and latest.get("phase") not in FINISHED:
-            run = self.runs.get(run_of(latest))
+            run = self._run_for(latest)
             if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
                 self.out.terminate.append(Terminate(meta_of(run)["name"], None))
             done = finish(latest, phase="Aborted",
@@ -462,7 +475,7 @@ class _Planner:
             return progress
         if latest.get("phase") in FINISHED:
             return progress
-        run = self.runs.get(run_of(latest))
+        run = self._run_for(latest)
         if run is not None and not _terminated(run):
             self.out.terminate.append(Terminate(meta_of(run)["name"], abort.raw))
         by = f" by {abort.actor}" if abort.actor else ""
@@ -527,7 +540,7 @@ class _Planner:
             history = push(history, latest)
             if latest.get("phase") in FINISHED and (
                     before is None or before.get("phase") not in FINISHED):
-                self._finished(latest, self.runs.get(run_of(latest)))
+                self._finished(latest, self._run_for(latest))
             facts.current["verificationHistory"] = history
         waiting = None
         if history and history[0].get("phase") == "Pending" and not history[0].get("analysisRun"):
@@ -565,7 +578,7 @@ class _Planner:
     def _retry(self, latest: Mapping[str, Any], attempt: int) -> Start | None:
         """A new attempt if the changed Stage builds a different run than the failed one
         (or builds one at all, or fails differently); the same result is not retried."""
-        run = self.runs.get(run_of(latest))
+        run = self._run_for(latest)
         try:
             candidate = self.w.build(attempt, None)
         except AnalysisBuildError as exc:

@@ -367,6 +367,24 @@ def test_new_freight_terminates_the_running_run_and_records_superseded() -> None
     assert "VerificationAborted" in [e.reason for e in p.events]
 
 
+def test_a_superseded_entry_written_before_its_run_terminates_the_run_of_its_id() -> None:
+    """Issue 19, item 2: the entry was written while the gate waited (Pending, no
+    analysisRun); a later pass created its run but its Stage write was refused (409, a
+    promotion landed). The run is found by the entry's id, its deterministic name, and is
+    terminated: no run of an ended entry stays Running."""
+    waiting = {"id": RUN1, "actor": "rollgate", "phase": "Pending",
+               "startTime": NOW, "message": "waiting for the Stage to be healthy"}
+    cid2 = freight_collection_id(["f2"])
+    st = stage(history=[collection("f2"), collection("f1", history=[waiting])])
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")],
+             freight={"f2": {"metadata": {"name": "f2"}}})
+    assert p.terminate == [vf.Terminate(RUN1, None)]
+    done = applied(st, p)["status"]["freightHistory"][1]["verificationHistory"][0]
+    assert done["phase"] == "Aborted" and done["message"] == f"superseded by {cid2}"
+    assert done["analysisRun"]["name"] == RUN1
+
+
 def test_foreign_run_for_the_collection_is_a_conflict_with_no_write() -> None:
     p = plan(stage(), [run("prod.01jdq7.5f1e2d3", attempt=0, ours=False)])
     assert p.conflict and p.create is None and p.status is None and p.freight == []
