@@ -51,7 +51,7 @@ from .payloads import (
     run_stage,
     verified_in,
 )
-from .watches import INDEXES, WATCHES, stage_runs
+from .watches import ENGINE_INDEXES, ENGINE_WATCHES, stage_runs
 
 log = logging.getLogger("reconciler.stage-verification")
 
@@ -60,9 +60,9 @@ class StageVerificationController:
     name = "stage-verification"
     primary = STAGE
     # Templates are read when a run is built.
-    watches = (*WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
+    watches = (*ENGINE_WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
                Watch(CLUSTER_ANALYSIS_TEMPLATE, cached_only))
-    indexes = INDEXES
+    indexes = ENGINE_INDEXES
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.metrics = VerificationMetrics()

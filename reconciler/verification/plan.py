@@ -354,6 +354,9 @@ class _Planner:
                 collection["verificationHistory"] = replace_entry(
                     collection["verificationHistory"], done)
                 self._finished(done, run)
+                # A run that ended on its own verified (or failed) that older freight:
+                # its Freight are marked as for the current one (issue 19, item 1b).
+                self._freight(freight_names(collection), done)
 
     def _superseded(
         self, entry: Mapping[str, Any], cid: str

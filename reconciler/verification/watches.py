@@ -14,10 +14,12 @@ from schemas.objects import Obj, as_dict, meta_of
 from ..runtime.types import Cache, Key, Watch
 from ..runtime.watches import enqueue_self
 from .naming import label_value
-from .payloads import run_stage, verified_in
+from .payloads import freight_history, freight_names, run_stage, verified_in
 
 # Store index of runs by "<namespace>/<kargo.akuity.io/stage label>".
 RUNS_BY_STAGE = "stage"
+# Store index of Stages by "<namespace>/<Freight name>" for every Freight in their history.
+STAGES_BY_FREIGHT = "freight"
 
 
 def _stage_label_key(namespace: str, stage: str) -> str:
@@ -42,13 +44,34 @@ def stages_verifying(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
     return [Key(namespace, s) for s in verified_in(freight)]
 
 
+def _index_stage_by_freight(stage: Obj) -> list[str]:
+    namespace = meta_of(stage).get("namespace") or ""
+    return sorted({f"{namespace}/{name}" for collection in freight_history(stage)
+                   for name in freight_names(collection)})
+
+
+def stages_of_freight(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
+    """The Stages a Freight is verified in, and those whose freight history holds it:
+    engine mode writes ``verifiedIn`` of the Freight of a finished verification, and a
+    Freight that reaches the cache only after its run succeeded (the informer re-listing
+    after an API server restart or a 410) must bring its Stage back (issue 19, 1a)."""
+    namespace = meta_of(freight).get("namespace") or ""
+    holders = cache.by_index(STAGE, STAGES_BY_FREIGHT,
+                             f"{namespace}/{meta_of(freight).get('name') or ''}")
+    return sorted({Key(namespace, s) for s in verified_in(freight)}
+                  | {Key(namespace, str(meta_of(h).get("name"))) for h in holders})
+
+
 # The Stage-related kinds both modes watch, besides the Stages themselves.
 RELATED = (
     Watch(FREIGHT, stages_verifying),
     Watch(ANALYSIS_RUN, stage_of_run),
 )
-WATCHES = (Watch(STAGE, enqueue_self), *RELATED)
 INDEXES = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
+# Engine mode: a Freight also maps to the Stages that hold it (stages_of_freight).
+ENGINE_WATCHES = (Watch(STAGE, enqueue_self), Watch(FREIGHT, stages_of_freight),
+                  Watch(ANALYSIS_RUN, stage_of_run))
+ENGINE_INDEXES = {**INDEXES, STAGE: {STAGES_BY_FREIGHT: _index_stage_by_freight}}
 
 
 def stage_runs(cache: Cache, namespace: str, stage: str) -> list[Obj]:

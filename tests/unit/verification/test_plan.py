@@ -385,6 +385,26 @@ def test_a_superseded_entry_written_before_its_run_terminates_the_run_of_its_id(
     assert done["analysisRun"]["name"] == RUN1
 
 
+def test_a_run_that_succeeded_before_a_new_promotion_marks_its_own_freight() -> None:
+    """Issue 19, 1b: the run succeeded before rollgate recorded it, and the Stage was
+    promoted again meanwhile: the old entry is recorded Successful and the Freight of
+    that older collection gets verifiedIn, as the current one would."""
+    st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
+    old = st["status"]["freightHistory"][0]
+    cid2 = freight_collection_id(["f2"])
+    st["status"]["freightHistory"] = [collection("f2"), old]
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
+    freight = {"f1": {"metadata": {"name": "f1"}, "status": {}},
+               "f2": {"metadata": {"name": "f2"}, "status": {}}}
+    p = plan(st, [run(RUN1, attempt=1, phase="Successful")], freight=freight)
+    assert p.terminate == []
+    done = applied(st, p)["status"]["freightHistory"][1]["verificationHistory"][0]
+    assert done["phase"] == "Successful"
+    assert ("f1", {"status": {"verifiedIn": {"prod": {"verifiedAt": done["finishTime"]}}}}) in (
+        p.freight)
+    assert "VerificationSucceeded" in [e.reason for e in p.events]
+
+
 def test_foreign_run_for_the_collection_is_a_conflict_with_no_write() -> None:
     p = plan(stage(), [run("prod.01jdq7.5f1e2d3", attempt=0, ours=False)])
     assert p.conflict and p.create is None and p.status is None and p.freight == []

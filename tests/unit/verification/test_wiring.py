@@ -72,3 +72,32 @@ def test_a_lag_that_is_not_a_number_of_seconds_is_refused(
         cli.parser().parse_args(["--observe-lag-seconds", value])
     assert exc.value.code == 2
     assert "--observe-lag-seconds" in capsys.readouterr().err
+
+
+def test_a_freight_maps_to_the_stages_whose_history_holds_it_in_engine_mode() -> None:
+    """Issue 19, 1a: a Freight that reaches the cache after its run succeeded (its
+    informer re-listing) brings back the Stage that holds it, not only those it is
+    already verified in."""
+    from fakeapi import FakeApi
+
+    from kubekit.kinds import FREIGHT, STAGE
+    from reconciler.runtime.types import Key
+    from reconciler.verification.engine import StageVerificationController
+    from reconciler.verification.watches import stages_of_freight
+
+    api = FakeApi()
+    holder = {"metadata": {"name": "prod", "namespace": "shop"}, "status": {"freightHistory": [
+        {"id": "c2", "items": {"Warehouse/w": {"name": "f2"}}},
+        {"id": "c1", "items": {"Warehouse/w": {"name": "f1"}}}]}}
+    other = {"metadata": {"name": "uat", "namespace": "shop"}, "status": {"freightHistory": [
+        {"id": "c3", "items": {"Warehouse/w": {"name": "f3"}}}]}}
+    api.put(STAGE, holder)
+    api.put(STAGE, other)
+    cache = api.cache(STAGE, FREIGHT, indexes=StageVerificationController.indexes)
+    f1 = {"metadata": {"name": "f1", "namespace": "shop"}}
+    assert stages_of_freight(None, f1, cache) == [Key("shop", "prod")]
+    verified = {"metadata": {"name": "f3", "namespace": "shop"},
+                "status": {"verifiedIn": {"qa": {}}}}
+    assert stages_of_freight(None, verified, cache) == [Key("shop", "qa"), Key("shop", "uat")]
+    watched = {w.resource: w.mapper for w in StageVerificationController.watches}
+    assert watched[FREIGHT] is stages_of_freight
