@@ -293,3 +293,17 @@ def test_a_foreign_run_for_the_collection_means_no_second_run(cluster: Cluster,
     assert cluster.history("prod") == []
     events = cluster.events("VerifierConflict")
     assert len(events) == 1 and events[0]["type"] == "Warning"
+
+
+def test_a_freight_that_appears_after_its_run_succeeded_gets_verified_in_at_once(
+        cluster: Cluster, reconciler: Any) -> None:
+    """Issue 19, 1a: the Freight reaches the reconciler only after the verification
+    succeeded (as after an informer's re-list); its ADDED event brings its Stage back,
+    which marks it verified without waiting for the 300 s resync."""
+    cluster.stage("late")
+    cluster.promote("late", "f9")  # no such Freight yet
+    cluster.wait_latest("late", "Successful")
+    assert cluster.verified_in("f9") == {}
+    cluster.freight("f9")
+    wait_for("verifiedIn of the late Freight", lambda: "late" in cluster.verified_in("f9"),
+             timeout=30)  # the resync period is 300 s
