@@ -52,7 +52,7 @@ bench: venv
 fuzz: venv
 	$(PY) bench/fuzz.py --requests 100000
 
-.PHONY: bench-verification bench-plugins
+.PHONY: bench-verification bench-plugins bench-kargo
 bench-verification: venv k8s
 	$(PY) bench/verification.py --stages 100
 	$(PY) bench/verification.py --stages 1000
@@ -60,6 +60,13 @@ bench-verification: venv k8s
 
 bench-plugins: venv k8s
 	$(PY) bench/plugins.py
+
+# Peer benchmark: the real Kargo's verification, Kargo + rollgate observe with
+# --refresh-lagging, rollgate's engine (Kargo stopped); the real Argo Rollouts controller
+# runs every AnalysisRun; instant and 2x4 s runs (docs/benchmarks.md).
+bench-kargo: venv k8s
+	$(PY) bench/kargo.py --stages 50
+	$(PY) bench/kargo.py --stages 500
 
 # Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
 .PHONY: bench-apply

@@ -1,0 +1,759 @@
+"""rollgate next to its peer: Stage verification by the real Kargo, by Kargo with rollgate's
+observe mode asking it to refresh, and by rollgate's engine, on one plane.
+
+One control plane (hack/controlplane.py, no webhook), the real Argo Rollouts controller
+(AnalysisRuns only) executing every run; its ``web`` metric asks an HTTP server in this
+process (tests/e2e/verification_kit.py's ``MetricServer``). For each run length, instant
+(one measurement) and ``two-step`` (``count: 2, interval: 4s``), each scenario in its own
+Project namespace with N Stages ``s<i>`` verifying with one AnalysisTemplate, each Stage
+promoted to its own Freight ``f-<i>``; exactly one verifier is active per scenario:
+
+- **a** ``kargo``: the real Kargo controller (started for the scenario), rollgate not
+  running. The bench writes each Promotion whole (as tests/e2e/kargo_kit.py does) and
+  Kargo runs it, records the Freight and verifies;
+- **b** ``kargo+observe``: the same, plus rollgate's reconciler in observe mode with
+  ``--refresh-lagging --observe-lag-seconds 2`` (it sets Kargo's refresh annotation on a
+  Stage whose run finished 2 s ago but whose entry Kargo has not recorded);
+- **c** ``engine``: Kargo stopped, rollgate's reconciler with ``--stage-verification
+  engine``; the bench records each promotion as Kargo would (hack/kargo.py's
+  ``promotion_patch``), all N at once, and rollgate verifies;
+- **c-paced**: (c) again, each Stage's promotion written at the offset at which Kargo
+  recorded that Stage's in (a) of the same run length (Kargo's Promotion controller
+  spreads them out; the load shape, not the verifier, is then the difference).
+
+Measured per Stage, both ends seen through one watch on the namespace's Stages: from the
+event that shows the promotion recorded (``status.freightHistory[0]`` holds the Stage's
+Freight) to the event that shows ``Verified=True`` (with that Freight still current);
+a second watch on the runs splits it into the verifier's part until the run exists, the
+Argo Rollouts controller's until it is terminal, and the verifier's until
+``Verified=True``. Reported per scenario: p50, p99 (nearest rank) and worst, how many
+Stages took at most 10 s and longer than ``--late-seconds``, and how many were not
+verified by the timeout (Kargo alone with instant runs waits for its 5-minute requeue:
+the Kargo scenarios' ``--kargo-timeout`` is 330 s so that it can be seen, and unverified
+Stages are counted, not fatal); API writes per verification, from kube-apiserver's
+``apiserver_request_total`` (admin client certificate) before the first promotion and
+after the API server is quiet again, by verb and resource, divided by N (the bench's own
+write per Stage, a Promotion create or a Stage status patch, is subtracted and listed);
+CPU seconds (utime+stime, /proc/<pid>/stat) over the same window of the Kargo
+controller, rollgate's reconciler, kube-apiserver and the Argo Rollouts controller, and
+peak RSS (VmHWM; each verifier is started for its scenario); AnalysisRuns per Stage.
+Then the ratios to (c) and the targets: (c) ahead of (a) on every figure, and (b)'s
+instant-run p99 within 2 s + 1.5 x (c)'s p99. Nothing is asserted. Results:
+docs/benchmarks.md.
+
+    .venv/bin/python bench/kargo.py [--stages 50] [--runs instant,two-step]
+        [--scenarios a,b,c,c-paced] [--workers 4] [--kargo-timeout 330]
+        [--late-seconds 60] [--work-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "tests" / "e2e")]
+
+import controlplane  # noqa: E402
+import kargo  # noqa: E402  (hack/kargo.py, ahead of this file on sys.path)
+import upstream  # noqa: E402
+from kargo_kit import STEPS, ulid  # noqa: E402
+from kubernetes import client, watch  # noqa: E402
+from stats import report  # noqa: E402
+from verification_kit import MetricServer, verdict_template  # noqa: E402
+
+KARGO = "kargo.akuity.io"
+V1 = "v1alpha1"
+ROLLOUTS = "argoproj.io"
+TEMPLATE = "verdict"
+FINALIZER = "kargo.akuity.io/finalizer"
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
+READ_VERBS = frozenset({"GET", "LIST"})
+TERMINAL = frozenset({"Successful", "Failed", "Error", "Inconclusive"})
+# The objects a promotion's verification touches; every other write in the window (the
+# controllers' Leases, the API server's own endpoints) is reported apart, not per
+# verification.
+VERIFICATION_RESOURCES = frozenset({"stages", "freights", "promotions", "analysisruns",
+                                    "events"})
+RUNS = {"instant": {"count": 1}, "two-step": {"count": 2, "interval": "4s"}}
+SCENARIOS = {
+    "a": "kargo",
+    "b": "kargo+observe",
+    "c": "engine",
+    # Not one of the three: the engine again, each Stage's promotion written at the offset
+    # at which Kargo recorded that Stage's in (a) of the same run length (Kargo's
+    # Promotion controller spreads them; the bench writes all at once).
+    "c-paced": "engine, promotions paced as (a)'s",
+}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+_SAMPLE = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$')
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def summary(values: list[float]) -> dict[str, float | int | None]:
+    """n, p50, p99 (nearest rank) and worst (seconds, ms precision); None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"n": 0, "p50_s": None, "p99_s": None, "max_s": None}
+    return {"n": len(ordered),
+            "p50_s": round(statistics.median(ordered), 3),
+            "p99_s": round(ordered[math.ceil(0.99 * len(ordered)) - 1], 3),
+            "max_s": round(ordered[-1], 3)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the whole process (every thread), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+Key = tuple[str, str, str]  # verb, resource[/subresource], code
+
+
+def api_requests(plane: controlplane.ControlPlane) -> collections.Counter[Key]:
+    """kube-apiserver's ``apiserver_request_total`` (dry runs left out), scraped with the
+    admin client certificate."""
+    with urllib.request.urlopen(plane.server + "/metrics", context=plane._admin_ssl,
+                                timeout=30) as response:
+        text = response.read().decode()
+    counts: collections.Counter[Key] = collections.Counter()
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if not m:
+            continue
+        labels = dict(_LABEL.findall(m["labels"]))
+        if labels.get("dry_run"):
+            continue
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[(labels.get("verb", ""), resource, labels.get("code", ""))] += int(
+            float(m["value"]))
+    return counts
+
+
+def writes(counts: collections.Counter[Key]) -> int:
+    return sum(v for (verb, _, _), v in counts.items() if verb in WRITE_VERBS)
+
+
+def settle(plane: controlplane.ControlPlane, *, quiet: int = 3, window: float = 2.0,
+           limit: float = 90.0) -> float:
+    """Until the API server has taken at most ``quiet`` writes in ``window`` seconds (the
+    heartbeats of the controllers on the plane) or ``limit`` seconds passed; returns the
+    time it took."""
+    started = time.monotonic()
+    before = writes(api_requests(plane))
+    while time.monotonic() - started < limit:
+        time.sleep(window)
+        now = writes(api_requests(plane))
+        if now - before <= quiet:
+            break
+        before = now
+    return round(time.monotonic() - started, 1)
+
+
+def verified(stage: dict[str, Any]) -> bool:
+    conds = (stage.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Verified" and c.get("status") == "True" for c in conds)
+
+
+def holds(stage: dict[str, Any], freight: str) -> bool:
+    """``status.freightHistory[0]`` holds ``freight``: the promotion is recorded."""
+    history = (stage.get("status") or {}).get("freightHistory") or []
+    items = ((history[0] or {}).get("items") or {}).values() if history else []
+    return any((i or {}).get("name") == freight for i in items)
+
+
+class Watcher:
+    """One watch on ``plural`` in ``ns`` (every event handed to ``_record`` with the time
+    it arrived). Re-watches from the last resourceVersion when the stream ends and
+    re-lists on 410 Gone; stops when ``done`` is set or on ``stop()``."""
+
+    group = KARGO
+    plural = "stages"
+
+    def __init__(self, co: client.CustomObjectsApi, ns: str, freight_of: dict[str, str]) -> None:
+        self.co, self.ns, self.freight_of = co, ns, freight_of
+        self.events = 0
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        if not self._ready.wait(60):
+            raise SystemExit(f"{self.ns}: the {self.plural} watch did not start")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _record(self, obj: dict[str, Any], now: float) -> None:
+        raise NotImplementedError
+
+    def _list(self) -> str:
+        listed = self.co.list_namespaced_custom_object(self.group, V1, self.ns, self.plural)
+        now = time.monotonic()
+        for obj in listed["items"]:
+            self._record(obj, now)
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _run(self) -> None:
+        rv = self._list()
+        self._ready.set()
+        while not self._stop.is_set() and not self.done.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(self.co.list_namespaced_custom_object, self.group, V1,
+                                      self.ns, self.plural, resource_version=rv,
+                                      timeout_seconds=60):
+                    obj = event["object"]
+                    if event["type"] == "ERROR":
+                        rv = self._list()
+                        break
+                    self.events += 1
+                    rv = obj["metadata"]["resourceVersion"]
+                    self._record(obj, time.monotonic())
+                    if self.done.is_set() or self._stop.is_set():
+                        w.stop()
+                        return
+            except client.ApiException as exc:
+                if exc.status != 410:
+                    raise
+                rv = self._list()
+
+
+class StageWatch(Watcher):
+    """Per Stage, the time of the first event whose ``freightHistory[0]`` holds its
+    Freight, and of the first such event with ``Verified=True``."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.promoted: dict[str, float] = {}
+        self.verified: dict[str, float] = {}
+
+    def _record(self, obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        freight = self.freight_of.get(name)
+        if freight is None or not holds(obj, freight):
+            return
+        self.promoted.setdefault(name, now)
+        if verified(obj):
+            self.verified.setdefault(name, now)
+            if len(self.verified) >= len(self.freight_of):
+                self.done.set()
+
+
+class RunWatch(Watcher):
+    """Per Stage (the run's ``kargo.akuity.io/stage`` label), when its first run was
+    first seen and when a run of it was first seen in a terminal phase: the part of the
+    latency that is the Argo Rollouts controller's, not the verifier's."""
+
+    group = ROLLOUTS
+    plural = "analysisruns"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.created: dict[str, float] = {}
+        self.finished: dict[str, float] = {}
+
+    def _record(self, obj: dict[str, Any], now: float) -> None:
+        stage = (obj["metadata"].get("labels") or {}).get("kargo.akuity.io/stage", "")
+        if stage not in self.freight_of:
+            return
+        self.created.setdefault(stage, now)
+        if (obj.get("status") or {}).get("phase") in TERMINAL:
+            self.finished.setdefault(stage, now)
+            if len(self.finished) >= len(self.freight_of):
+                self.done.set()
+
+
+@dataclass
+class Process:
+    """A process measured over the scenario's window."""
+
+    proc: controlplane.ManagedProcess
+    cpu_before: float = 0.0
+    cpu_after: float = 0.0
+    rss: float = float("nan")
+
+    def mark(self) -> None:
+        self.cpu_before = cpu_seconds(self.proc.pid)
+
+    def finish(self) -> None:
+        self.cpu_after = cpu_seconds(self.proc.pid)
+        self.rss = peak_rss_mib(self.proc.pid)
+
+    def figures(self) -> dict[str, float]:
+        return {"cpu_s": round(self.cpu_after - self.cpu_before, 2), "peak_rss_mib": self.rss}
+
+
+def rollgate_metrics(url: str, n: int) -> dict[str, Any]:
+    """From the reconciler's /metrics: its passes by result, their mean time, and what
+    observe mode found (anomalies by kind)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    passes: collections.Counter[str] = collections.Counter()
+    anomalies: collections.Counter[str] = collections.Counter()
+    seconds = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        labels = dict(_LABEL.findall(name))
+        if name.startswith("rollgate_reconciler_reconcile_total{"):
+            passes[labels.get("result", "")] += int(float(value))
+        elif name.startswith("rollgate_reconciler_reconcile_duration_seconds_sum{"):
+            seconds += float(value)
+        elif name.startswith("rollgate_reconciler_reconcile_duration_seconds_count{"):
+            count += float(value)
+        elif name.startswith("rollgate_verification_anomalies_total{"):
+            anomalies[labels.get("kind", "")] += int(float(value))
+    return {"passes_by_result": dict(passes),
+            "passes_per_stage": round(sum(passes.values()) / n, 2),
+            "mean_pass_ms": round(1000 * seconds / count, 1) if count else None,
+            "anomalies_by_kind": dict(anomalies)}
+
+
+# --------------------------------------------------------------------------- the objects
+
+
+def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
+         metrics_url: str, run: str) -> dict[str, str]:
+    """Project namespace ``ns`` with Warehouse ``w``, AnalysisTemplate ``verdict`` (the run
+    length ``run``), Freight ``f-<i>`` and Stages ``s<i>``; returns Stage -> uid."""
+    plane.project_namespace(ns)
+    co.create_namespaced_custom_object(KARGO, V1, ns, "warehouses", {
+        "apiVersion": f"{KARGO}/{V1}", "kind": "Warehouse", "metadata": {"name": "w"},
+        "spec": {"subscriptions": [{"image": {"repoURL": "registry.invalid/shop/web"}}]}})
+    template = verdict_template(metrics_url, name=TEMPLATE, **RUNS[run])
+    co.create_namespaced_custom_object(ROLLOUTS, V1, ns, "analysistemplates", template)
+
+    def one(i: int) -> tuple[str, str]:
+        co.create_namespaced_custom_object(KARGO, V1, ns, "freights", {
+            "apiVersion": f"{KARGO}/{V1}", "kind": "Freight",
+            "metadata": {"name": f"f-{i}"}, "alias": f"a{i}",
+            "origin": {"kind": "Warehouse", "name": "w"},
+            "images": [{"repoURL": "registry.invalid/shop/web", "tag": f"v{i}",
+                        "digest": "sha256:" + os.urandom(32).hex()}]})
+        stage = co.create_namespaced_custom_object(KARGO, V1, ns, "stages", {
+            "apiVersion": f"{KARGO}/{V1}", "kind": "Stage", "metadata": {"name": f"s{i}"},
+            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                                           "sources": {"direct": True}}],
+                     "promotionTemplate": {"spec": {"steps": STEPS}},
+                     "verification": {"analysisTemplates": [{"name": TEMPLATE}],
+                                      "args": [{"name": "verdict", "value": "pass"}]}}})
+        return f"s{i}", stage["metadata"]["uid"]
+
+    with ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(one, range(n)))
+
+
+def promote_with_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> None:
+    """A Promotion written whole (kargo_kit.KargoProject.promote); the real Kargo runs it."""
+    stage, freight = f"s{i}", f"f-{i}"
+    co.create_namespaced_custom_object(KARGO, V1, ns, "promotions", {
+        "apiVersion": f"{KARGO}/{V1}", "kind": "Promotion",
+        "metadata": {"name": f"{stage}.{ulid()}.{freight[:7]}".lower(), "ownerReferences": [{
+            "apiVersion": f"{KARGO}/{V1}", "kind": "Stage", "name": stage, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {"stage": stage, "freight": freight, "steps": STEPS}})
+
+
+def promote_as_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> None:
+    """Kargo finished promoting f-<i> into s<i> (hack/kargo.py), for engine mode."""
+    co.patch_namespaced_custom_object_status(
+        KARGO, V1, ns, "stages", f"s{i}",
+        kargo.promotion_patch(None, {"w": f"f-{i}"}, promotion=f"s{i}.bench"))
+
+
+def runs_per_stage(co: client.CustomObjectsApi, ns: str) -> dict[str, int]:
+    """How many Stages have how many AnalysisRuns."""
+    runs = co.list_namespaced_custom_object(ROLLOUTS, V1, ns, "analysisruns")["items"]
+    per = collections.Counter(r["metadata"].get("labels", {}).get("kargo.akuity.io/stage")
+                              for r in runs)
+    return {str(k): v for k, v in sorted(collections.Counter(per.values()).items())}
+
+
+def delete_namespace(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
+                     ns: str, timeout: float = 240.0) -> None:
+    """Delete ``ns`` while its verifier still runs (Kargo removes its own finalizers) and
+    wait until it is gone; finalizers left after ``timeout`` are removed by hand."""
+    plane.kubectl("delete", "namespace", ns, "--wait=false")
+    deadline = time.monotonic() + timeout
+    stripped = False
+    while plane.kubectl("get", "namespace", ns, check=False).returncode == 0:
+        if time.monotonic() > deadline and not stripped:
+            print(f"[bench] {ns}: still terminating after {timeout:.0f}s; removing the "
+                  "finalizers left on its Stages", file=sys.stderr, flush=True)
+            for obj in co.list_namespaced_custom_object(KARGO, V1, ns, "stages")["items"]:
+                with contextlib.suppress(client.ApiException):
+                    co.patch_namespaced_custom_object(KARGO, V1, ns, "stages",
+                                                      obj["metadata"]["name"],
+                                                      {"metadata": {"finalizers": None}})
+            stripped = True
+        if time.monotonic() > deadline + 120:
+            raise SystemExit(f"namespace {ns} not deleted")
+        time.sleep(1)
+
+
+# --------------------------------------------------------------------------- a scenario
+
+
+@dataclass
+class Result:
+    scenario: str
+    run: str
+    n: int
+    offsets: dict[str, float] = field(default_factory=dict)
+    latency: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def observe_args(ns: str) -> tuple[str, ...]:
+    return ("--controllers", "stage-verification", "--stage-verification", "observe",
+            "--observe-lag-seconds", "2", "--refresh-lagging", "--namespaces", ns,
+            "--no-leader-elect")
+
+
+def engine_args(ns: str, workers: int) -> tuple[str, ...]:
+    return ("--controllers", "stage-verification", "--stage-verification", "engine",
+            "--namespaces", ns, "--no-leader-elect", "--workers", str(workers))
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
+             rollouts: controlplane.ManagedProcess, metrics: MetricServer, *, key: str,
+             run: str, n: int, args: argparse.Namespace,
+             pace: dict[str, float] | None = None) -> Result:
+    ns = f"bench-kargo-{key}-{run}"
+    with_kargo = key in ("a", "b")
+    timeout = args.kargo_timeout if with_kargo else args.timeout
+    say(f"{SCENARIOS[key]} / {run} / {n} Stages: seeding {ns}")
+    uids = seed(plane, co, ns, n, metrics.url, run)
+    measured: dict[str, Process] = {}
+    started: list[controlplane.ManagedProcess] = []
+    try:
+        if with_kargo:
+            proc = plane.start_kargo_controller(name=f"kargo-controller-{key}-{run}")
+            started.append(proc)
+            measured["kargo"] = Process(proc)
+        if key == "b":
+            proc = plane.start_reconciler(*observe_args(ns), name=f"reconciler-{key}-{run}")
+            started.append(proc)
+            proc.wait_ready(60)
+            measured["rollgate"] = Process(proc)
+        if key.startswith("c"):
+            proc = plane.start_reconciler(*engine_args(ns, args.workers),
+                                          name=f"reconciler-{key}-{run}")
+            started.append(proc)
+            proc.wait_ready(60)
+            measured["rollgate"] = Process(proc)
+        settled = settle(plane)
+        freight_of = {f"s{i}": f"f-{i}" for i in range(n)}
+        watcher, runs_seen = StageWatch(co, ns, freight_of), RunWatch(co, ns, freight_of)
+        watcher.start()
+        runs_seen.start()
+        time.sleep(0.5)  # the watch requests are on their way
+        before = api_requests(plane)
+        for p in measured.values():
+            p.mark()
+        rollouts_cpu = Process(rollouts)
+        rollouts_cpu.mark()
+        apiserver_cpu = Process(next(x for x in plane.processes if x.name == "kube-apiserver"))
+        apiserver_cpu.mark()
+        promote = promote_with_kargo if with_kargo else promote_as_kargo
+        say(f"{ns}: promoting {n} Stages (settled in {settled}s)")
+        # Every scenario promotes at the same point of the wall-clock second: the Argo
+        # Rollouts controller schedules a run's next measurement from the previous one's
+        # finishedAt, stored to the second, so the sub-second phase at which the runs
+        # start shifts a two-step run's length by up to 1 s for all Stages alike.
+        time.sleep(1 - time.time() % 1)
+        t0 = time.monotonic()
+
+        def one(i: int) -> None:
+            if pace is not None:
+                time.sleep(max(0.0, t0 + pace.get(f"s{i}", 0.0) - time.monotonic()))
+            promote(co, ns, i, uids[f"s{i}"])
+
+        order = sorted(range(n), key=lambda i: (pace or {}).get(f"s{i}", 0.0))
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, order))
+        promoted_in = time.monotonic() - t0
+        if not watcher.done.wait(timeout):
+            say(f"{ns}: {len(watcher.verified)} of {n} Stages Verified=True after "
+                f"{timeout:.0f}s; counting the rest as not verified")
+        watcher.stop()
+        runs_seen.stop()
+        wall = time.monotonic() - t0
+        settle(plane)
+        after = api_requests(plane)
+        window = time.monotonic() - t0
+        for p in measured.values():
+            p.finish()
+        rollouts_cpu.finish()
+        apiserver_cpu.finish()
+        reconciler = (rollgate_metrics(measured["rollgate"].proc.url, n)
+                      if "rollgate" in measured else {})
+        runs = runs_per_stage(co, ns)
+        say(f"{ns}: {len(watcher.verified)}/{n} verified in {wall:.1f}s; runs per Stage {runs}")
+        delete_namespace(plane, co, ns)
+    finally:
+        for proc in reversed(started):
+            plane.stop_process(proc)
+
+    latencies = [watcher.verified[s] - watcher.promoted[s] for s in watcher.verified]
+    # Where the time went, per Stage that was verified: the verifier until the run exists,
+    # the Argo Rollouts controller until the run is terminal, the verifier until
+    # Verified=True (each end as seen through the watches).
+    parts = [s for s in watcher.verified if s in runs_seen.created and s in runs_seen.finished]
+    to_run = [runs_seen.created[s] - watcher.promoted[s] for s in parts]
+    running = [runs_seen.finished[s] - runs_seen.created[s] for s in parts]
+    to_verified = [watcher.verified[s] - runs_seen.finished[s] for s in parts]
+    verifier_share = [a + b for a, b in zip(to_run, to_verified, strict=True)]
+    delta = after - before
+    own = ("POST", "promotions") if with_kargo else ("PATCH", "stages/status")
+    writes_by: collections.Counter[str] = collections.Counter()
+    background: collections.Counter[str] = collections.Counter()
+    conflicts = 0
+    for (verb, resource, code), v in delta.items():
+        if verb not in WRITE_VERBS or not v:
+            continue
+        if resource.split("/")[0] in VERIFICATION_RESOURCES:
+            writes_by[f"{verb} {resource}"] += v
+            conflicts += v if code == "409" else 0
+        else:
+            background[f"{verb} {resource}"] += v
+    bench_writes = {f"{own[0]} {own[1]}": n}
+    writes_by[f"{own[0]} {own[1]}"] -= n
+    per_verification = {k: round(v / n, 2) for k, v in sorted(writes_by.items()) if v}
+    reads = sum(v for (verb, _, _), v in delta.items() if verb in READ_VERBS)
+    first = min(watcher.promoted.values(), default=0.0)
+    return Result(key, run, n, offsets={s: t - first for s, t in watcher.promoted.items()},
+                  latency={
+        **summary(latencies),
+        "verified": len(watcher.verified),
+        "promotion_recorded": len(watcher.promoted),
+        "within_10s": sum(x <= 10 for x in latencies),
+        f"late_over_{args.late_seconds:g}s": sum(x > args.late_seconds for x in latencies),
+        "not_verified_by_timeout": n - len(watcher.verified),
+        "timeout_s": timeout,
+        "parts": {
+            "recorded_to_run_created": summary(to_run),
+            "run_created_to_run_terminal": summary(running),
+            "run_terminal_to_verified_true": summary(to_verified),
+            "verifier_share": summary(verifier_share),
+        },
+    }, figures={
+        "api_writes_per_verification": round(sum(writes_by.values()) / n, 2),
+        "api_writes_by_verb_resource_per_verification": per_verification,
+        "api_conflicts_409_per_verification": round(conflicts / n, 2),
+        "api_reads_get_list_per_verification_all_resources": round(reads / n, 2),
+        "bench_own_writes_subtracted": bench_writes,
+        "other_writes_in_window": dict(sorted(background.items())),
+        "window_s": round(window, 1),
+        **{f"{name}_{k}": v for name, p in measured.items() for k, v in p.figures().items()},
+        "verifier_cpu_s": round(sum(p.cpu_after - p.cpu_before for p in measured.values()), 2),
+        "rollouts_controller_cpu_s": rollouts_cpu.figures()["cpu_s"],
+        "kube_apiserver_cpu_s": apiserver_cpu.figures()["cpu_s"],
+        "runs_per_stage": runs,
+        "rollgate_reconciler": reconciler,
+        "promotion_recorded_spread_s": round(max(watcher.promoted.values(), default=0.0)
+                                             - min(watcher.promoted.values(), default=0.0), 2),
+        "promotions_written_s": round(promoted_in, 2),
+        "stage_watch_events": watcher.events,
+        "run_watch_events": runs_seen.events,
+        "settle_before_s": settled,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    })
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def ratio(x: float | None, y: float | None) -> float | None:
+    if x is None or y is None or y == 0 or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return round(x / y, 2)
+
+
+FIGURES: list[tuple[str, Callable[[Result], float | None]]] = [
+    ("p50 s", lambda r: r.latency["p50_s"]),
+    ("p99 s", lambda r: r.latency["p99_s"]),
+    ("max s", lambda r: r.latency["max_s"]),
+    ("verifier share p50 s", lambda r: r.latency["parts"]["verifier_share"]["p50_s"]),
+    ("verifier share p99 s", lambda r: r.latency["parts"]["verifier_share"]["p99_s"]),
+    ("API writes / verification", lambda r: r.figures["api_writes_per_verification"]),
+    ("verifier CPU s", lambda r: r.figures["verifier_cpu_s"]),
+    ("verifier peak RSS MiB", lambda r: (r.figures.get("kargo_peak_rss_mib", 0.0)
+                                         + r.figures.get("rollgate_peak_rss_mib", 0.0))),
+]
+
+
+def compare(results: list[Result]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    by = {(r.scenario, r.run): r for r in results}
+    for run in RUNS:
+        c = by.get(("c", run))
+        if c is None:
+            continue
+        entry: dict[str, Any] = {}
+        for key in ("a", "b", "c-paced"):
+            other = by.get((key, run))
+            if other is not None:
+                entry[f"{key}_over_c"] = {name: ratio(f(other), f(c)) for name, f in FIGURES}
+        a = by.get(("a", run))
+        paced = by.get(("c-paced", run))
+        if a is not None and paced is not None:
+            entry["c_paced_ahead_of_a"] = {
+                name: bool(f(paced) is not None and f(a) is not None
+                           and f(paced) < f(a))
+                for name, f in FIGURES}
+        if a is not None:
+            # A Stage Kargo left unverified is slower than any verified one: (c) is then
+            # ahead on the latency figures whatever the verified Stages' percentiles say.
+            censored = bool(a.latency["not_verified_by_timeout"])
+            entry["target_c_ahead_of_a"] = {
+                name: bool((censored and name.endswith(" s") and "CPU" not in name)
+                           or (f(c) is not None and f(a) is not None
+                               and f(c) < f(a)))
+                for name, f in FIGURES}
+        b = by.get(("b", run))
+        if b is not None and run == "instant" and c.latency["p99_s"] is not None:
+            bound = round(2 + 1.5 * c.latency["p99_s"], 3)
+            entry["target_b_p99_within_2s_plus_1_5x_c_p99"] = {
+                "bound_s": bound, "b_p99_s": b.latency["p99_s"],
+                "met": bool(b.latency["p99_s"] is not None
+                            and not b.latency["not_verified_by_timeout"]
+                            and b.latency["p99_s"] <= bound)}
+        out[run] = entry
+    return out
+
+
+def markdown(results: list[Result], late: float) -> str:
+    def s(x: Any) -> str:
+        return "-" if x is None else f"{x:g}" if isinstance(x, float | int) else str(x)
+
+    lines = [f"| runs | scenario | verified | late (> {late:g}s) | p50 s | p99 s | max s |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lt = r.latency
+        lines.append(f"| {r.run} | ({r.scenario}) {SCENARIOS[r.scenario]} | "
+                     f"{lt['verified']}/{r.n} | {lt[f'late_over_{late:g}s']} | "
+                     f"{s(lt['p50_s'])} | {s(lt['p99_s'])} | {s(lt['max_s'])} |")
+    lines += ["", "| runs | scenario | recorded -> run exists | run exists -> terminal | "
+              "terminal -> Verified=True | verifier's share |", "|---|---|---|---|---|---|"]
+    for r in results:
+        parts = r.latency["parts"]
+        cells = " | ".join(f"{s(parts[k]['p50_s'])} / {s(parts[k]['p99_s'])}" for k in (
+            "recorded_to_run_created", "run_created_to_run_terminal",
+            "run_terminal_to_verified_true", "verifier_share"))
+        lines.append(f"| {r.run} | ({r.scenario}) | {cells} |")
+    lines += ["", "| runs | scenario | API writes / verification | of which | Kargo CPU s | "
+              "rollgate CPU s | Kargo peak RSS MiB | rollgate peak RSS MiB | runs per Stage |",
+              "|---|---|---:|---|---:|---:|---:|---:|---|"]
+    for r in results:
+        f = r.figures
+        top = ", ".join(f"{k} {v:g}" for k, v in sorted(
+            f["api_writes_by_verb_resource_per_verification"].items(),
+            key=lambda kv: -kv[1])[:6])
+        lines.append(f"| {r.run} | ({r.scenario}) | {s(f['api_writes_per_verification'])} | "
+                     f"{top} | {s(f.get('kargo_cpu_s'))} | {s(f.get('rollgate_cpu_s'))} | "
+                     f"{s(f.get('kargo_peak_rss_mib'))} | {s(f.get('rollgate_peak_rss_mib'))} | "
+                     f"{f['runs_per_stage']} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stages", type=int, default=50)
+    p.add_argument("--runs", default="instant,two-step",
+                   help="comma list of run lengths: instant, two-step")
+    p.add_argument("--scenarios", default="a,b,c,c-paced",
+                   help="comma list of a, b, c, c-paced (in this order; c-paced needs a)")
+    p.add_argument("--workers", type=int, default=4, help="rollgate's workers (Kargo's "
+                   "MAX_CONCURRENT_STAGE_RECONCILES defaults to 4)")
+    p.add_argument("--kargo-timeout", type=float, default=330.0,
+                   help="seconds the Kargo scenarios wait for every Verified=True (its "
+                        "requeue is 5 minutes)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="the engine scenario's (default max(120, N/2))")
+    p.add_argument("--late-seconds", type=float, default=60.0,
+                   help="a verification slower than this counts as late")
+    p.add_argument("--work-dir", type=Path, default=None,
+                   help="the plane's directory, kept with every process's log (default: a "
+                        "temporary one, removed)")
+    args = p.parse_args()
+    n = args.stages
+    args.timeout = args.timeout or max(120.0, n * 0.5)
+    runs = [r for r in args.runs.split(",") if r]
+    keys = [k for k in args.scenarios.split(",") if k]
+    if set(runs) - set(RUNS) or set(keys) - set(SCENARIOS):
+        p.error(f"--runs from {sorted(RUNS)}, --scenarios from {sorted(SCENARIOS)}")
+    upstream.kargo_binary()  # fail before the plane starts when Kargo is not built
+
+    plane = controlplane.ControlPlane(work_dir=args.work_dir, with_webhook=False)
+    plane.start()
+    metrics = MetricServer()
+    results: list[Result] = []
+    try:
+        co = client.CustomObjectsApi(plane.api_client())
+        rollouts = plane.start_rollouts_controller()
+        for run in runs:
+            for key in keys:
+                kargo_a = next((r for r in results if (r.scenario, r.run) == ("a", run)), None)
+                if key == "c-paced" and kargo_a is None:
+                    say(f"c-paced / {run}: needs (a) of the same run length first; skipped")
+                    continue
+                results.append(scenario(plane, co, rollouts, metrics, key=key, run=run, n=n,
+                                        args=args, pace=kargo_a.offsets
+                                        if key == "c-paced" and kargo_a else None))
+                say(json.dumps({"scenario": key, "run": run, **results[-1].latency}))
+        report({
+            "stages": n,
+            "workers": args.workers,
+            "kargo_timeout_s": args.kargo_timeout,
+            "scenarios": {f"{r.run}/{r.scenario} {SCENARIOS[r.scenario]}": {
+                "latency_promotion_recorded_to_verified": r.latency, **r.figures}
+                for r in results},
+            "comparison": compare(results),
+            "metric_server_requests": len(metrics.hits),
+        })
+        print()
+        print(markdown(results, args.late_seconds))
+    finally:
+        metrics.close()
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
