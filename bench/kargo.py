@@ -81,7 +81,6 @@ KARGO = "kargo.akuity.io"
 V1 = "v1alpha1"
 ROLLOUTS = "argoproj.io"
 TEMPLATE = "verdict"
-FINALIZER = "kargo.akuity.io/finalizer"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
 READ_VERBS = frozenset({"GET", "LIST"})
 TERMINAL = frozenset({"Successful", "Failed", "Error", "Inconclusive"})

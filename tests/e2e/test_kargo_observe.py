@@ -69,10 +69,6 @@ def observer(control_plane: controlplane.ControlPlane,
     control_plane.stop_process(proc)
 
 
-def entries(project: KargoProject, stage: str) -> list[dict[str, Any]]:
-    return project.history(stage)
-
-
 def run_of(project: KargoProject, entry: dict[str, Any]) -> dict[str, Any]:
     return project.get("analysisrun", entry["analysisRun"]["name"]) or {}
 
@@ -93,8 +89,8 @@ def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
 
     # A reverify as Kargo's CLI requests it: Kargo runs the verification again.
     project.annotate("test", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
-    wait_for("Kargo's second verification", lambda: len(entries(project, "test")) == 2
-             and entries(project, "test")[0]["phase"] == "Successful")
+    wait_for("Kargo's second verification", lambda: len(project.history("test")) == 2
+             and project.history("test")[0]["phase"] == "Successful")
     wait_for("the second finished verification", lambda: metric(
         observer, "rollgate_verifications_finished_total", namespace=project.ns,
         stage="test", phase="Successful") == 2)
@@ -102,7 +98,7 @@ def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
     # A second promotion, verified in turn.
     project.promote("test", "a2")
     project.wait_promoted("test", "a2")
-    wait_for("a2 verified", lambda: (e := entries(project, "test")) and e[0].get(
+    wait_for("a2 verified", lambda: (e := project.history("test")) and e[0].get(
         "phase") == "Successful")
     wait_for("the third finished verification", lambda: metric(
         observer, "rollgate_verifications_finished_total", namespace=project.ns,
@@ -119,7 +115,7 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
     project.stage("uat", templates=("long",))
     project.promote("uat", "a1")
     project.wait_promoted("uat", "a1")
-    running = wait_for("Kargo's run to be Running", lambda: (e := entries(project, "uat")) and (
+    running = wait_for("Kargo's run to be Running", lambda: (e := project.history("uat")) and (
         run_of(project, e[0]).get("status", {}).get("phase") == "Running") and e[0])
     second = project.promote("uat", "a2")
     wait_for("the second Promotion to be Pending", lambda: any(
@@ -149,7 +145,7 @@ def test_a_failed_reverify_after_success_while_kargo_keeps_verified_in(
     # The same Stage now asks for a failing verdict; a reverify runs it.
     project.stage("prod", templates=("two-step",), verdict="fail")
     project.annotate("prod", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
-    wait_for("Kargo's failed reverify", lambda: (e := entries(project, "prod")) and len(e) == 2
+    wait_for("Kargo's failed reverify", lambda: (e := project.history("prod")) and len(e) == 2
              and e[0]["phase"] == "Failed")
     freight = project.freight_names["a1"]
     if "prod" in project.verified_in(freight):
@@ -178,7 +174,7 @@ def test_engine_mode_stands_back_from_kargos_runs(
         assert runs and all(
             r["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") != "rollgate"
             for r in runs)
-        assert all(e.get("actor") != "rollgate" for e in entries(project, "qa"))
+        assert all(e.get("actor") != "rollgate" for e in project.history("qa"))
         assert project.rollgate_writes() == {}
     finally:
         control_plane.stop_process(proc)
@@ -211,15 +207,15 @@ def test_a_run_kargo_has_not_recorded_is_reported_and_refreshed(
     with slow_stage_status(control_plane, project.ns, seconds=3) as held:
         project.promote("lag", "a1")
         project.wait_promoted("lag", "a1")
-        entry = wait_for("Kargo's entry with its run", lambda: (e := entries(project, "lag"))
+        entry = wait_for("Kargo's entry with its run", lambda: (e := project.history("lag"))
                          and e[0].get("analysisRun", {}).get("name") and e[0])
         run = entry["analysisRun"]["name"]
         wait_for("the run to succeed", lambda: (project.get("analysisrun", run) or {}).get(
             "status", {}).get("phase") == "Successful")
         time.sleep(15)
         # Kargo's miss: the run succeeded 15 s ago, the entry still says it has not.
-        assert entries(project, "lag")[0]["phase"] in ("Pending", "Running"), entries(
-            project, "lag")
+        assert project.history("lag")[0]["phase"] in ("Pending", "Running"), (
+            project.history("lag"))
         assert "lag" in held
         proc = reconciler(control_plane, project.ns, "observe", "--observe-lag-seconds", "2",
                           "--refresh-lagging", name="reconciler-kargo-refresh")
@@ -233,7 +229,7 @@ def test_a_run_kargo_has_not_recorded_is_reported_and_refreshed(
             asked = dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
             assert abs((dt.datetime.now(dt.UTC) - asked).total_seconds()) < 60  # RFC 3339
             project.wait_verified("lag", timeout=30)  # far inside Kargo's 5-minute requeue
-            assert entries(project, "lag")[0]["phase"] == "Successful"
+            assert project.history("lag")[0]["phase"] == "Successful"
             assert metric(proc, "rollgate_verification_anomalies_total",
                           kind="VerificationNotRecorded") == 1
             time.sleep(3)

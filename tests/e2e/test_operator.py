@@ -15,35 +15,25 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import controlplane
 import pytest
 import upstream
 import yaml
+from kargo_kit import ROLLGATE_MANAGERS, writers
 from plugin_server import PluginServer, sha256
 from prometheus_client.parser import text_string_to_metric_families
+from verification_kit import wait_for
 
 CM = "argo-rollouts-config"
 TRAFFIC = "trafficRouterPlugins"
 METRIC = "metricProviderPlugins"
 OPENSHIFT = "argoproj-labs/openshift"
-DEADLINE = 60.0
 GATEWAY_BINARY = b"\x7fELF stand-in for gatewayapi-plugin-linux-amd64\n" * 2048
 METRIC_BINARY = b"\x7fELF stand-in for a metric plugin\n" * 2048
 PROMETHEUS = {"name": "argoproj-labs/sample-prometheus", "location": "file:///plugins/prom"}
-
-
-def wait_for(probe: Callable[[], Any], what: str, *, deadline: float = DEADLINE) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {deadline:.0f}s waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +140,8 @@ class Env:
         found = {}
         for kind, name in (("configmap", CM), ("deployment", "argo-rollouts"),
                            ("rolloutmanager", rm)):
-            obj = self.get(kind, name) or {}
-            mine = {m["manager"] for m in obj.get("metadata", {}).get("managedFields") or []
-                    if m["manager"].startswith(("rollgate", "OpenAPI-Generator"))}
+            mine = {w for w in writers(self.get(kind, name) or {})
+                    if w.startswith(ROLLGATE_MANAGERS)}
             if mine:
                 found[kind] = mine
         return found
@@ -170,7 +159,7 @@ class Env:
             refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
             return dep if any(r.get("kind") == "RolloutManager" and r.get("controller")
                               and r.get("name") == rm for r in refs) else None
-        return wait_for(owned, "the operator's argo-rollouts Deployment")
+        return wait_for("the operator's argo-rollouts Deployment", owned)
 
 
 @pytest.fixture
@@ -182,14 +171,13 @@ def env(control_plane: controlplane.ControlPlane, reconciler: controlplane.Manag
 def test_audit_reports_what_the_operator_really_rendered(env: Env) -> None:
     env.apply_rm("rollouts", {"trafficManagement": [env.gateway], "metric": [PROMETHEUS]})
     env.wait_operator("rollouts")
-    wait_for(lambda: env.rendered(env.gateway["name"]), "the operator's rendering")
+    wait_for("the operator's rendering", lambda: env.rendered(env.gateway["name"]))
     # What the operator did: traffic sha256 dropped, its own openshift entry added.
-    assert "sha256" not in (env.rendered(env.gateway["name"]) or {}) or not env.rendered(
-        env.gateway["name"]).get("sha256")
+    assert not (env.rendered(env.gateway["name"]) or {}).get("sha256")
     assert env.rendered(OPENSHIFT) is not None
 
-    dropped = wait_for(lambda: env.events("rollouts", "PluginDigestDropped"),
-                       "a Warning about the traffic digest the operator dropped")
+    dropped = wait_for("a Warning about the traffic digest the operator dropped",
+                       lambda: env.events("rollouts", "PluginDigestDropped"))
     assert "spec.plugins.trafficManagement[0].sha256" in dropped[0]["message"]
     assert env.gateway["sha256"] in dropped[0]["message"]
     assert env.metric("rollgate_plugins_mode", namespace=env.ns, mode="audit") == 1
@@ -210,7 +198,7 @@ def test_audit_reports_what_the_operator_really_rendered(env: Env) -> None:
 def test_hand_edits_of_the_operators_rendering_are_reported(env: Env) -> None:
     env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
     env.wait_operator("rollouts")
-    wait_for(lambda: env.rendered(PROMETHEUS["name"]), "the operator's rendering")
+    wait_for("the operator's rendering", lambda: env.rendered(PROMETHEUS["name"]))
     cm = env.get("configmap", CM) or {}
     data = dict(cm["data"])
     metric_entries = yaml.safe_load(data[METRIC])
@@ -218,11 +206,11 @@ def test_hand_edits_of_the_operators_rendering_are_reported(env: Env) -> None:
     metric_entries.append({"name": "someone/unlisted", "location": "file:///plugins/x"})
     env.kubectl("patch", "configmap", CM, "--type=merge", "-p",
                 json.dumps({"data": {METRIC: yaml.safe_dump(metric_entries)}}))
-    differs = wait_for(lambda: env.events("rollouts", "PluginLocationDiffers"),
-                       "a Warning about the location that differs")
+    differs = wait_for("a Warning about the location that differs",
+                       lambda: env.events("rollouts", "PluginLocationDiffers"))
     assert "file:///plugins/elsewhere" in differs[0]["message"]
-    unlisted = wait_for(lambda: env.events("rollouts", "PluginUnlisted"),
-                        "a Warning about the unlisted entry")
+    unlisted = wait_for("a Warning about the unlisted entry",
+                        lambda: env.events("rollouts", "PluginUnlisted"))
     assert "someone/unlisted" in unlisted[0]["message"]
     assert env.rollgate_managers("rollouts") == {}
 
@@ -231,9 +219,9 @@ def test_a_wrong_metric_digest_is_found_before_argo_rollouts_would_exit(env: Env
     wrong = {**env.remote_metric, "sha256": "0" * 64}
     env.apply_rm("rollouts", {"metric": [wrong]})
     env.wait_operator("rollouts")
-    wait_for(lambda: env.rendered(wrong["name"]), "the operator's rendering")
-    mismatch = wait_for(lambda: env.events("rollouts", "DigestMismatch"),
-                        "a Warning about the digest mismatch")
+    wait_for("the operator's rendering", lambda: env.rendered(wrong["name"]))
+    mismatch = wait_for("a Warning about the digest mismatch",
+                        lambda: env.events("rollouts", "DigestMismatch"))
     assert sha256(METRIC_BINARY) in mismatch[0]["message"]
     assert "0" * 64 in mismatch[0]["message"]
     assert env.rollgate_managers("rollouts") == {}
@@ -242,7 +230,7 @@ def test_a_wrong_metric_digest_is_found_before_argo_rollouts_would_exit(env: Env
 def test_a_refused_openshift_entry_keeps_the_previous_rendering(env: Env) -> None:
     env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
     env.wait_operator("rollouts")
-    wait_for(lambda: env.rendered(PROMETHEUS["name"]), "the operator's first rendering")
+    wait_for("the operator's first rendering", lambda: env.rendered(PROMETHEUS["name"]))
     before = env.get("configmap", CM) or {}
     # rollgate's webhook only warns (without the operator the name is legitimate).
     out = env.kubectl("apply", "-f", "-", input=json.dumps({
@@ -252,8 +240,8 @@ def test_a_refused_openshift_entry_keeps_the_previous_rendering(env: Env) -> Non
             "metric": [PROMETHEUS],
             "trafficManagement": [{"name": OPENSHIFT, "location": "file:///plugins/os"}]})}))
     assert OPENSHIFT in out.stderr
-    refused = wait_for(lambda: env.events("rollouts", "PluginRefusedByOperator"),
-                       "a Warning that the operator refuses the openshift entry")
+    refused = wait_for("a Warning that the operator refuses the openshift entry",
+                       lambda: env.events("rollouts", "PluginRefusedByOperator"))
     assert "spec.plugins.trafficManagement[0]" in refused[0]["message"]
     assert "keeps what it held before" in refused[0]["message"]
     time.sleep(3)
@@ -267,7 +255,7 @@ def test_an_earlier_rollgates_condition_is_removed_once(
         control_plane: controlplane.ControlPlane, env: Env) -> None:
     env.apply_rm("rollouts", {"metric": [PROMETHEUS]})
     env.wait_operator("rollouts")
-    wait_for(lambda: env.rendered(PROMETHEUS["name"]), "the operator's rendering")
+    wait_for("the operator's rendering", lambda: env.rendered(PROMETHEUS["name"]))
     # What an earlier rollgate left: a PluginsSynced condition next to the operator's own.
     rm = env.get("rolloutmanager", "rollouts") or {}
     conditions = [c for c in (rm.get("status") or {}).get("conditions") or []
@@ -278,6 +266,6 @@ def test_an_earlier_rollgates_condition_is_removed_once(
     env.kubectl("patch", "rolloutmanager", "rollouts", "--subresource=status",
                 "--type=merge", "-p", json.dumps({"status": {"conditions": [
                     *conditions, stale]}}))
-    wait_for(lambda: all(c.get("type") != "PluginsSynced" for c in env.conditions("rollouts")),
-             "rollgate to remove its old condition")
+    wait_for("rollgate to remove its old condition",
+             lambda: all(c.get("type") != "PluginsSynced" for c in env.conditions("rollouts")))
     assert [c["type"] for c in env.conditions("rollouts")] == [c["type"] for c in conditions]
