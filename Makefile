@@ -23,6 +23,13 @@ venv: $(VENV)/.installed
 k8s:
 	hack/k8s/build.sh
 
+# manifests/crds/ is the one source of the CRDs `validate` checks against; the package
+# ships copies (schemas/crdschema/crds/, package data), which a unit test compares.
+.PHONY: crds-data
+crds-data:
+	cp manifests/crds/kargo_stages.yaml manifests/crds/argoproj_rolloutmanagers.yaml \
+	  schemas/crdschema/crds/
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache

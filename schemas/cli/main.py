@@ -58,6 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-http-plugins", action="store_true",
         help="accept http:// plugin locations (as the webhook does with the same flag)")
     check_files.add_argument(
+        "--crds", action="append", default=[], metavar="DIR",
+        help="check objects against these CRDs (files or directories of `kubectl get crd "
+        "NAME -o yaml` output) before the bundled Kargo v1.11.2 / argo-rollouts-manager "
+        "v0.0.9 ones; may be repeated")
+    check_files.add_argument(
         "-o", "--output", choices=("text", "json"), default="text",
         help="text (default): one line per finding and a summary; json: one document "
         "with every finding (file, line, column, kind, name, field, severity, message)")
@@ -94,5 +99,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return migrate(args.files, write=args.write, recursive=args.recursive,
                        out=sys.stdout, err=sys.stderr)
     return validate(args.files, allow_http_plugins=args.allow_http_plugins,
-                    recursive=args.recursive, output=args.output,
+                    recursive=args.recursive, output=args.output, crds=args.crds,
                     out=sys.stdout, err=sys.stderr)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from schemas.cli import EXIT_INVALID, EXIT_OK, EXIT_UNREADABLE
+from schemas.cli.crd_files import read_crds
 from schemas.cli.file_templates import FileTemplates
 from schemas.cli.manifests import (
     Located,
@@ -30,6 +31,7 @@ from schemas.cli.manifests import (
 )
 from schemas.cli.migrate import legacy_findings
 from schemas.constants import KIND_ROLLOUT_MANAGER, KIND_STAGE
+from schemas.crdschema import CrdSchemas, check_against_crds
 from schemas.dispatch import check, owned_kind
 from schemas.findings import Finding, Path
 from schemas.translate import quote_hint
@@ -98,7 +100,16 @@ def _in_document_order(findings: list[Finding], located: Located
     return sorted(placed, key=lambda fp: fp[1] or (0, 0))
 
 
-def _check_sources(sources: list[Source], *, allow_http_plugins: bool
+def _with_crd_findings(findings: list[Finding], obj: dict[str, Any],
+                       schemas: CrdSchemas) -> list[Finding]:
+    """``findings`` plus the CRD schema's errors on paths they do not already report
+    (the webhook's own message there is the more helpful one: one error per field)."""
+    reported = {f.path for f in findings if not f.warning}
+    return findings + [f for f in check_against_crds(obj, schemas=schemas)
+                       if f.path not in reported]
+
+
+def _check_sources(sources: list[Source], *, allow_http_plugins: bool, crds: CrdSchemas
                    ) -> tuple[list[_Reported], Counter[str]]:
     located = [(source, obj) for source in sources for obj in objects(source)]
     lookup = FileTemplates(obj.data for _, obj in located)
@@ -112,6 +123,7 @@ def _check_sources(sources: list[Source], *, allow_http_plugins: bool
         findings = check(obj.data, template_lookup=lookup,
                          allow_http_plugins=allow_http_plugins)
         findings += legacy_findings(obj.data, file=source.path)
+        findings = _with_crd_findings(findings, obj.data, crds)
         for finding, where in _in_document_order(findings, obj):
             reported.append(_Reported(source.path, obj.data, _as_written(finding, obj), where))
     return reported, kinds
@@ -131,14 +143,18 @@ def _summary(*, files: int, unreadable: int, kinds: Counter[str], errors: int,
 
 
 def validate(paths: Sequence[str], *, allow_http_plugins: bool = False,
-             recursive: bool = False, output: str = "text",
+             recursive: bool = False, output: str = "text", crds: Sequence[str] = (),
              out: TextIO, err: TextIO) -> int:
-    """Check every object in ``paths``; print findings and a summary; the exit code."""
-    sources, problems = read_sources(paths, recursive=recursive)
+    """Check every object in ``paths`` (against the CRDs in ``crds`` before the bundled
+    ones); print findings and a summary; the exit code."""
+    schemas, problems = read_crds(crds)
+    sources, unread = read_sources(paths, recursive=recursive)
+    problems += unread
     unreadable = len(problems)
     for problem in problems:
         print(problem, file=err)
-    reported, kinds = _check_sources(sources, allow_http_plugins=allow_http_plugins)
+    reported, kinds = _check_sources(sources, allow_http_plugins=allow_http_plugins,
+                                     crds=schemas)
     errors = sum(1 for r in reported if not r.finding.warning)
     warnings = len(reported) - errors
     status = EXIT_UNREADABLE if unreadable else EXIT_INVALID if errors else EXIT_OK

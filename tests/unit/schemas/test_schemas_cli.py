@@ -48,6 +48,7 @@ items:
   metadata:
     name: uat
   spec:
+    requestedFreight: [{origin: {kind: Warehouse, name: w}, sources: {direct: true}}]
     verification:
       analysisTemplates:
       - name: smoke
@@ -172,7 +173,7 @@ def test_json_output_for_ci(tmp_path: Path) -> None:
         "gone.yaml: cannot read file: No such file or directory"]
     first = document["findings"][0]
     assert first == {
-        "file": "bad.yaml", "line": 14, "column": 16,
+        "file": "bad.yaml", "line": 15, "column": 16,
         "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "namespace": None,
         "name": "uat", "field": "spec.verification.args[0].value", "severity": "error",
         "message": 'must be a string; YAML reads 8080 as an integer, so quote it: "8080"',
@@ -201,7 +202,9 @@ def test_a_directory_means_its_manifest_files_in_name_order(tmp_path: Path) -> N
     (manifests / "c.json").write_text(json.dumps({
         "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
         "metadata": {"name": "from-json"},
-        "spec": {"verification": {"analysisTemplates": [{"name": "x", "kind": "Job"}]}},
+        "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                                       "sources": {"direct": True}}],
+                 "verification": {"analysisTemplates": [{"name": "x", "kind": "Job"}]}},
     }, indent="\t"))  # tab-indented JSON is not YAML to PyYAML, but kubectl reads it
     (manifests / "README.md").write_text("kind: Stage\nspec: {verification: 1}\n")
     (manifests / "nested" / "deep.yaml").write_text(INVALID.replace("uat", "deep"))
@@ -362,7 +365,8 @@ def test_non_ascii_is_printed_as_written(tmp_path: Path) -> None:
 def test_spec_analysis_is_an_error_that_names_the_migration(tmp_path: Path) -> None:
     (tmp_path / "old.yaml").write_text(
         "apiVersion: kargo.akuity.io/v1alpha1\nkind: Stage\nmetadata: {name: prod}\n"
-        "spec:\n  analysis:\n    templates: [{templateName: success-rate}]\n"
+        "spec:\n  requestedFreight: [{origin: {kind: Warehouse, name: w}, sources: {}}]\n"
+        "  analysis:\n    templates: [{templateName: success-rate}]\n"
     )
     result = run("old.yaml", cwd=tmp_path)
     assert result.returncode == 1
@@ -395,6 +399,9 @@ kind: Stage
 metadata:
   name: prod
 spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: guestbook}
+    sources: {direct: true}
   verification:
     analysisTemplates:
     - name: success-rate
