@@ -40,7 +40,9 @@ from schemas.cli.manifests import (
     parse,
     read_sources,
 )
+from schemas.cli.migrate_freight import StageIndex, mechanisms_refusal, requested_freight
 from schemas.constants import KIND_CLUSTER_ANALYSIS_TEMPLATE, KIND_STAGE
+from schemas.crdschema import bundled_schemas, check_against_crds
 from schemas.dispatch import owned_kind
 from schemas.findings import Finding, Path, errors
 from schemas.stage import check_stage
@@ -171,17 +173,18 @@ def _block_end(text: str, node: yaml.Node) -> int:
     return _line_end(text, end)
 
 
-def _key_text(key_node: yaml.Node) -> str:
+def _key_text(key_node: yaml.Node, name: str) -> str:
     style = getattr(key_node, "style", None)  # a scalar key's quoting, if any
     quote_char = style if style in ('"', "'") else ""
-    return f"{quote_char}verification{quote_char}"
+    return f"{quote_char}{name}{quote_char}"
 
 
 def _render(text: str, key_node: yaml.Node, value_node: yaml.Node,
-            body: dict[str, Any]) -> _Edit:
-    """The edit that turns ``analysis: <value>`` into ``verification: <body>``, keeping
-    the text between the key and the value (``:``, a comment, the line break)."""
-    key = _key_text(key_node)
+            body: Any, name: str) -> _Edit:
+    """The edit that turns ``analysis: <value>`` into ``verification: <body>`` (or
+    another old key into ``name``), keeping the text between the key and the value
+    (``:``, a comment, the line break)."""
+    key = _key_text(key_node, name)
     between = text[key_node.end_mark.index:value_node.start_mark.index]
     newline = "\r\n" if between.endswith("\r\n") or "\r\n" in text else "\n"
     if getattr(value_node, "flow_style", False):
@@ -244,34 +247,87 @@ def _shares_nodes(document: yaml.Node, key_node: yaml.Node, value_node: yaml.Nod
     return any(id(n) in inside for n in _nodes(document, skip_key=key_node))
 
 
-def _stage_edit(source: Source, located: Located) -> tuple[_Edit | None, list[Finding],
-                                                              dict[str, Any] | None]:
-    """The edit for one Stage with ``spec.analysis``, or the refusals."""
-    spec = located.data["spec"]
-    refused = _refusals(located.data) if spec["analysis"] is not None else []
-    if refused:
-        return None, refused, None
-    found = entry(_child_spec(located), "analysis")
+@dataclass(frozen=True, slots=True)
+class _Rewrite:
+    """``spec.<old>`` written as ``spec.<new>: <body>``; body None: removed (it was null)."""
+
+    old: str
+    new: str
+    body: Any
+
+
+def _text_edit(source: Source, located: Located, rewrite: _Rewrite
+               ) -> tuple[_Edit | None, list[Finding]]:
+    """The text edit for one rewrite of one Stage, or why it cannot be made."""
+    path = ("spec", rewrite.old)
+    found = entry(_child_spec(located), rewrite.old)
     document = source.documents[located.where[0]].node
     if found is None or document is None:
-        return None, [Finding(path=STANZA, message="cannot be migrated: it is not written "
+        return None, [Finding(path=path, message="cannot be migrated: it is not written "
                               "as a key of spec in this file's text (a merge key, or JSON "
-                              "that only a JSON parser reads); rewrite it by hand")], None
+                              "that only a JSON parser reads); rewrite it by hand")]
     key_node, value_node = found
     if _shares_nodes(document, key_node, value_node):
-        return None, [Finding(path=STANZA, message="cannot be migrated: it shares YAML "
+        return None, [Finding(path=path, message="cannot be migrated: it shares YAML "
                               "anchors or aliases with the rest of the document; rewrite "
-                              "it by hand")], None
-    if spec["analysis"] is None:
+                              "it by hand")]
+    if rewrite.body is None:
         removal = _removal(source.text, key_node, value_node)
         if removal is None:
-            return None, [Finding(path=STANZA, message="cannot be migrated: delete "
-                                  "`analysis: null` from this flow mapping by hand")], None
-        return removal, [], None
-    body, refused = convert(spec["analysis"])
+            return None, [Finding(path=path, message="cannot be migrated: delete "
+                                  f"`{rewrite.old}: null` from this flow mapping by hand")]
+        return removal, []
+    return _render(source.text, key_node, value_node, rewrite.body, rewrite.new), []
+
+
+def _analysis_rewrite(located: Located) -> tuple[_Rewrite | None, list[Finding]]:
+    """The rewrite of a Stage's ``spec.analysis``, or the refusals."""
+    spec = located.data["spec"]
+    if spec["analysis"] is None:
+        return _Rewrite("analysis", "verification", None), []
+    refused = _refusals(located.data)
     if refused:
-        return None, refused, None
-    return _render(source.text, key_node, value_node, body), [], body
+        return None, refused
+    body, refused = convert(spec["analysis"])
+    return (None, refused) if refused else (_Rewrite("analysis", "verification", body), [])
+
+
+def _freight_rewrite(located: Located, index: StageIndex
+                     ) -> tuple[_Rewrite | None, list[Finding]]:
+    spec = located.data["spec"]
+    if spec["subscriptions"] is None:
+        return _Rewrite("subscriptions", "requestedFreight", None), []
+    body, refused = requested_freight(located.data, index)
+    return (None, refused) if body is None else \
+        (_Rewrite("subscriptions", "requestedFreight", body), [])
+
+
+def _stage_rewrites(located: Located, index: StageIndex
+                    ) -> tuple[list[_Rewrite], list[Finding]]:
+    """Every rewrite one Stage needs, or the refusals."""
+    spec = located.data["spec"]
+    rewrites: list[_Rewrite] = []
+    refused: list[Finding] = []
+    if "analysis" in spec:
+        rewrite, why = _analysis_rewrite(located)
+        rewrites += [rewrite] if rewrite else []
+        refused += why
+    if "subscriptions" in spec:
+        rewrite, why = _freight_rewrite(located, index)
+        rewrites += [rewrite] if rewrite else []
+        refused += why
+    if "promotionMechanisms" in spec:
+        if spec["promotionMechanisms"] is None:
+            rewrites.append(_Rewrite("promotionMechanisms", "", None))
+        else:
+            refused.append(mechanisms_refusal())
+    return rewrites, refused
+
+
+def _what(rewrite: _Rewrite) -> str:
+    if rewrite.body is None:
+        return f"spec.{rewrite.old}: null (the same as absent) removed"
+    return f"spec.{rewrite.old} rewritten as spec.{rewrite.new}"
 
 
 def _child_spec(located: Located) -> yaml.Node | None:
@@ -286,42 +342,57 @@ def _find(documents: list[Any], where: tuple[int, ...]) -> Any:
     return obj
 
 
-def _reads_back(text: str, expected: list[tuple[Located, dict[str, Any] | None]]) -> bool:
-    """Whether ``text`` parses and each migrated Stage has no ``spec.analysis`` and, when
-    one was written (``body``), the intended ``spec.verification`` without errors."""
+def _rewrite_holds(stage: dict[str, Any], rewrite: _Rewrite) -> bool:
+    spec = stage["spec"]
+    if rewrite.old in spec:
+        return False
+    if rewrite.body is None:
+        return True
+    if spec.get(rewrite.new) != rewrite.body:
+        return False
+    if rewrite.new == "verification":
+        return not errors(check_stage(stage))
+    written = ("spec", rewrite.new)
+    return not any(f.path[:2] == written
+                   for f in check_against_crds(stage, schemas=bundled_schemas()))
+
+
+def _reads_back(text: str, expected: list[tuple[Located, _Rewrite]]) -> bool:
+    """Whether ``text`` parses and each migrated Stage has none of the old keys and,
+    where one was written, the intended new stanza without errors."""
     try:
         documents = parse(text)
-        for located, body in expected:
-            stage = _find(documents, located.where)
-            spec = stage["spec"]
-            if "analysis" in spec:
-                return False
-            if body is not None and (spec.get("verification") != body
-                                     or errors(check_stage(stage))):
-                return False
+        return all(_rewrite_holds(_find(documents, located.where), rewrite)
+                   for located, rewrite in expected)
     except (Unreadable, LookupError, TypeError):
         return False
-    return True
 
 
-def migrate_source(source: Source) -> Outcome:
-    """Migrate every Stage of ``source`` that has ``spec.analysis``; all or nothing."""
+_OLD_KEYS = ("analysis", "subscriptions", "promotionMechanisms")
+
+
+def migrate_source(source: Source, index: StageIndex | None = None) -> Outcome:
+    """Migrate every Stage of ``source`` that has ``spec.analysis``,
+    ``spec.subscriptions`` or ``spec.promotionMechanisms`` (upstream Stages looked up in
+    ``index``, by default the Stages of ``source``); all or nothing."""
+    index = index or StageIndex(located.data for located in objects(source))
     edits: list[_Edit] = []
     outcome = Outcome(text=source.text)
-    expected: list[tuple[Located, dict[str, Any] | None]] = []
+    expected: list[tuple[Located, _Rewrite]] = []
     for located in objects(source):
         spec = located.data.get("spec")
         if owned_kind(located.data) != KIND_STAGE or not isinstance(spec, dict) \
-                or "analysis" not in spec:
+                or not any(key in spec for key in _OLD_KEYS):
             continue
-        edit, refused, body = _stage_edit(source, located)
+        rewrites, refused = _stage_rewrites(located, index)
+        for rewrite in [] if refused else rewrites:
+            edit, why = _text_edit(source, located, rewrite)
+            refused += why
+            if edit is not None:
+                edits.append(edit)
+                outcome.migrated.append((located, _what(rewrite)))
+                expected.append((located, rewrite))
         outcome.refused.extend((located, finding) for finding in refused)
-        if edit is not None:
-            edits.append(edit)
-            what = ("spec.analysis rewritten as spec.verification" if body is not None
-                    else "spec.analysis: null (the same as absent) removed")
-            outcome.migrated.append((located, what))
-            expected.append((located, body))
     if outcome.refused or not edits:
         return outcome
     text = source.text
@@ -330,10 +401,10 @@ def migrate_source(source: Source) -> Outcome:
     if not _reads_back(text, expected):
         # Not expected to happen; if it does, the user's file must not pay for it.
         outcome.refused.extend(
-            (located, Finding(path=STANZA, message="cannot be migrated automatically: the "
-                              "rewritten file did not read back as intended; rewrite it by "
-                              "hand (and please report this)"))
-            for located, _ in outcome.migrated)
+            (located, Finding(path=("spec", rewrite.old), message="cannot be migrated "
+                              "automatically: the rewritten file did not read back as "
+                              "intended; rewrite it by hand (and please report this)"))
+            for located, rewrite in expected)
         return outcome
     outcome.text = text
     return outcome
@@ -370,8 +441,9 @@ def migrate(paths: Sequence[str], *, write: bool, recursive: bool = False,
         print(problem, file=err)
     texts: list[str] = []
     refused = 0
+    index = StageIndex(located.data for source in sources for located in objects(source))
     for source in sources:
-        outcome = migrate_source(source)
+        outcome = migrate_source(source, index)
         for located, finding in outcome.refused:
             print(f"{source.path}: {label(located.data)}: {finding}", file=err)
         refused += len(outcome.refused)

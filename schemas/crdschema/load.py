@@ -45,6 +45,11 @@ class CrdSchemas:
         return CrdSchemas({**fallback.kinds, **self.kinds})
 
 
+def as_dict(value: object) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (user files have any shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _crds(document: object) -> Iterable[dict[str, Any]]:
     if not isinstance(document, dict):
         return
@@ -56,12 +61,12 @@ def _crds(document: object) -> Iterable[dict[str, Any]]:
 
 
 def _versions(crd: dict[str, Any], source: str) -> dict[str, VersionSchema]:
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
+    spec = as_dict(crd.get("spec"))
     out: dict[str, VersionSchema] = {}
     for version in spec.get("versions") or []:
         if not isinstance(version, dict) or not version.get("served", True):
             continue
-        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        schema = as_dict(version.get("schema")).get("openAPIV3Schema")
         if isinstance(schema, dict) and isinstance(version.get("name"), str):
             status = "status" in (version.get("subresources") or {})
             out[version["name"]] = VersionSchema(schema, status, source)
@@ -74,8 +79,8 @@ def schemas_from_documents(documents: Iterable[tuple[str, object]]) -> CrdSchema
     kinds: dict[tuple[str, str], dict[str, VersionSchema]] = {}
     for source, document in documents:
         for crd in _crds(document):
-            spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-            names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+            spec = as_dict(crd.get("spec"))
+            names = as_dict(spec.get("names"))
             group, kind = spec.get("group"), names.get("kind")
             versions = _versions(crd, source)
             if isinstance(group, str) and isinstance(kind, str) and versions:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.crdschema import cel, patterns
-from schemas.crdschema.load import CrdSchemas, VersionSchema
+from schemas.crdschema.load import CrdSchemas, VersionSchema, as_dict
 from schemas.crdschema.replaced import replacement
 from schemas.findings import Finding, Path, render_path
 from schemas.translate import quote, short
@@ -285,7 +285,7 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
         return refused
     walk = _Walk(kind)
     root = found.schema
-    properties = root.get("properties") if isinstance(root.get("properties"), Mapping) else {}
+    properties: Mapping[str, Any] = as_dict(root.get("properties"))
     for key, value in obj.items():
         if key == "metadata":
             _metadata(walk, value)
