@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,52 @@ def test_validate_and_the_api_server_agree(plane: controlplane.ControlPlane, nam
     assert paths <= ours, (said, ours)
     if refused and obj["kind"] in PLURALS and case["name"] != "stage-version-not-served":
         assert paths, said  # a refusal names its fields, so the comparison means something
+
+
+OLD_SHAPE = """\
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {name: test}
+spec:
+  subscriptions: {warehouse: guestbook}
+  verification:
+    analysisTemplates: [{name: smoke}]
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {name: prod}
+spec:
+  subscriptions:
+    upstreamStages: [{name: test}]
+  analysis:
+    templates: [{templateName: success-rate, clusterScope: true}]
+    args: [{name: service, value: guestbook}]
+"""
+
+
+def _schemas_cli(*args: str, cwd: Path, stdin: str | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "schemas", *args], cwd=cwd, input=stdin,
+                          capture_output=True, text=True, encoding="utf-8", check=False)
+
+
+def test_what_migrate_writes_is_accepted_by_the_api_server(
+        plane: controlplane.ControlPlane, namespace: str, tmp_path: Path) -> None:
+    """The issue's report, end to end: the old shape is refused, migrate rewrites it,
+    validate says 0 errors, and a server-side dry run of the result is accepted."""
+    (tmp_path / "old.yaml").write_text(OLD_SHAPE)
+    before = plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f",
+                           str(tmp_path / "old.yaml"),
+                           check=False)
+    assert before.returncode != 0 and 'unknown field "spec.subscriptions"' in before.stderr
+
+    migrated = _schemas_cli("migrate", "--write", "old.yaml", cwd=tmp_path)
+    assert migrated.returncode == 0, migrated.stderr
+    checked = _schemas_cli("validate", "old.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    assert checked.stdout.endswith(": 0 errors, 0 warnings\n")
+
+    after = plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f",
+                          str(tmp_path / "old.yaml"), check=False)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.count("(server dry run)") == 2

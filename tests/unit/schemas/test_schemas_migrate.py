@@ -244,3 +244,97 @@ def test_crlf_line_endings_are_kept(tmp_path: Path) -> None:
     assert (tmp_path / "s.yaml").read_bytes().decode() == (
         "kind: Stage\r\nmetadata: {name: s}\r\nspec:\r\n  verification:\r\n"
         "    analysisTemplates:\r\n    - name: a\r\n  x: 1\r\n")
+
+
+# ---------------------------------------------------------------- Kargo v0 shapes
+
+KARGO_V0 = """\
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {name: test, namespace: demo}
+spec:
+  subscriptions:
+    warehouse: guestbook
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Stage
+metadata: {name: prod, namespace: demo}
+spec:
+  subscriptions:
+    upstreamStages:
+    - name: test
+"""
+
+
+def test_subscriptions_become_requested_freight(tmp_path: Path) -> None:
+    (tmp_path / "old.yaml").write_text(KARGO_V0)
+    result = run("old.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "old.yaml: Stage/test: spec.subscriptions rewritten as spec.requestedFreight",
+        "old.yaml: Stage/prod: spec.subscriptions rewritten as spec.requestedFreight",
+    ]
+    test, prod = yaml.safe_load_all(result.stdout)
+    assert test["spec"] == {"requestedFreight": [
+        {"origin": {"kind": "Warehouse", "name": "guestbook"}, "sources": {"direct": True}}]}
+    assert prod["spec"] == {"requestedFreight": [
+        {"origin": {"kind": "Warehouse", "name": "guestbook"}, "sources": {"stages": ["test"]}}]}
+    (tmp_path / "new.yaml").write_text(result.stdout)
+    checked = run("new.yaml", cwd=tmp_path, command="validate")
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_an_upstream_stage_in_another_file_is_followed(tmp_path: Path) -> None:
+    first, second = KARGO_V0.split("---\n")
+    (tmp_path / "a.yaml").write_text(first)
+    (tmp_path / "b.yaml").write_text(second)
+    alone = run("b.yaml", cwd=tmp_path)
+    assert alone.returncode == 1
+    assert alone.stderr.startswith(
+        'b.yaml: Stage/prod: spec.subscriptions: cannot be migrated: the Warehouse upstream '
+        'Stage "test" gets its Freight from is not known')
+    both = run("a.yaml", "b.yaml", cwd=tmp_path)
+    assert both.returncode == 0, both.stderr
+    assert "sources:\n        stages:\n        - test\n" in both.stdout
+
+
+def test_promotion_mechanisms_are_refused_naming_the_steps(tmp_path: Path) -> None:
+    (tmp_path / "old.yaml").write_text(
+        KARGO_V0.split("---\n")[0] + "  promotionMechanisms:\n    argoCDAppUpdates:\n"
+        "    - appName: guestbook\n")
+    before = (tmp_path / "old.yaml").read_text()
+    result = run("--write", "old.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "old.yaml: Stage/test: spec.promotionMechanisms: cannot be migrated: Kargo v1 "
+        "replaced it with spec.promotionTemplate.spec.steps (promotion steps such as "
+        "git-clone, git-update, argocd-update); write the steps by hand, remove "
+        "spec.promotionMechanisms, and migrate again"]
+    assert (tmp_path / "old.yaml").read_text() == before
+
+
+@pytest.mark.parametrize(("subscriptions", "reason"), [
+    ("{warehouse: a, upstreamStages: [{name: b}]}", "exactly one of warehouse"),
+    ("{}", "exactly one of warehouse"),
+    ("[a]", "not a mapping"),
+    ("{warehouse: 5}", "must be a Warehouse name"),
+])
+def test_subscriptions_that_cannot_be_migrated(tmp_path: Path, subscriptions: str,
+                                               reason: str) -> None:
+    (tmp_path / "s.yaml").write_text(
+        "apiVersion: kargo.akuity.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\n"
+        f"spec:\n  subscriptions: {subscriptions}\n")
+    result = run("s.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert reason in result.stderr and "Traceback" not in result.stderr
+
+
+def test_null_old_fields_are_removed(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(
+        "apiVersion: kargo.akuity.io/v1alpha1\nkind: Stage\nmetadata: {name: s}\nspec:\n"
+        "  requestedFreight: [{origin: {kind: Warehouse, name: w}, sources: {direct: true}}]\n"
+        "  subscriptions: null\n  promotionMechanisms: null\n")
+    result = run("s.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["spec"] == {"requestedFreight": [
+        {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}]}
