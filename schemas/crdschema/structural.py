@@ -115,6 +115,8 @@ class _Walk:
             self.sequence(value, schema, path, values=values)
         elif values:
             self.scalar(value, schema, path)
+        if values:
+            self.rules(value, schema, path)
 
     # ------------------------------------------------------------ scalars
 
@@ -148,10 +150,16 @@ class _Walk:
     def number(self, value: float, schema: Mapping[str, Any], path: Path) -> None:
         where = render_path(path)
         low, high = schema.get("minimum"), schema.get("maximum")
-        if isinstance(low, int | float) and value < low:
+        if isinstance(low, int | float) and schema.get("exclusiveMinimum") and value <= low:
+            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
+                       f"greater than {low}")
+        elif isinstance(low, int | float) and value < low:
             self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
                        f"greater than or equal to {low}")
-        if isinstance(high, int | float) and value > high:
+        if isinstance(high, int | float) and schema.get("exclusiveMaximum") and value >= high:
+            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
+                       f"less than {high}")
+        elif isinstance(high, int | float) and value > high:
             self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
                        f"less than or equal to {high}")
 
@@ -207,16 +215,35 @@ class _Walk:
             sub = properties.get(key)
             if sub is None and isinstance(additional, Mapping):
                 sub = additional
-            if sub is None:
-                if not keeps_unknown and not (embedded and key in _EMBEDDED_FIELDS):
+            if sub is None and embedded and key in _EMBEDDED_FIELDS:
+                self.embedded_field(key, item, (*path, key))
+            elif sub is None:
+                if not keeps_unknown:
                     self.unknown((*path, key), sorted(properties))
-                continue
-            if item is None and not sub.get("nullable"):
-                continue  # pruned: the same as absent
-            self.node(item, sub, (*path, key), values=values)
+            elif item is not None or sub.get("nullable"):
+                self.node(item, sub, (*path, key), values=values)
+            # else: a null the API server prunes, the same as absent
         if values:
+            self.properties_count(value, schema, path)
             self.required(value, schema, properties, path)
-            self.rules(value, schema, path)
+            if embedded:
+                self.required(value, {"required": ["apiVersion", "kind"]}, {}, path)
+
+    def embedded_field(self, key: str, item: object, path: Path) -> None:
+        """apiVersion, kind and metadata of an embedded resource: strings and ObjectMeta."""
+        if key == "metadata":
+            _object_meta(self, item, path)
+        elif item is not None and not isinstance(item, str):
+            self.error(path, f"Invalid value: {_echo(item)}: must be a string")
+
+    def properties_count(self, value: dict[str, Any], schema: Mapping[str, Any],
+                         path: Path) -> None:
+        low, high = schema.get("minProperties"), schema.get("maxProperties")
+        if isinstance(low, int) and len(value) < low:
+            self.error(path, f"Invalid value: {len(value)}: {render_path(path)} in body "
+                       f"should have at least {low} properties")
+        if isinstance(high, int) and len(value) > high:
+            self.error(path, f"Too many: {len(value)}: must have at most {high} items")
 
     def unknown(self, path: Path, known: Sequence[str]) -> None:
         message = f"unknown field {quote(render_path(path))}"
@@ -238,24 +265,29 @@ class _Walk:
             if value.get(name) is None and not (isinstance(sub, Mapping) and "default" in sub):
                 self.error((*path, name), "Required value")
 
-    def rules(self, value: dict[str, Any], schema: Mapping[str, Any], path: Path) -> None:
+    def rules(self, value: object, schema: Mapping[str, Any], path: Path) -> None:
+        """The ``x-kubernetes-validations`` rules ``cel`` evaluates (on objects); a
+        warning for each other rule, so a user knows it was not checked."""
         for rule in schema.get("x-kubernetes-validations") or []:
             text = rule.get("rule") if isinstance(rule, Mapping) else None
             predicate = cel.parse(text) if isinstance(text, str) else None
-            if predicate is None or rule.get("fieldPath") or predicate(value):
-                continue  # outside the subset (README), or it holds
-            message = rule.get("message") or f"failed rule: {text}"
-            self.error(path, f"Invalid value: {message}")
+            if predicate is None or rule.get("fieldPath") or not isinstance(value, dict):
+                self.out.append(Finding(path=path, warning=True, message=(
+                    f"not checked offline: the CRD rule {short(text)} is outside the CEL "
+                    "that validate evaluates (README); the API server checks it")))
+            elif not predicate(value):
+                message = rule.get("message") or f"failed rule: {text}"
+                self.error(path, f"Invalid value: {message}")
 
 
-def _metadata(walk: _Walk, metadata: object) -> None:
-    """``metadata`` is ObjectMeta, not the CRD's schema: only its unknown fields here
-    (names and labels are rollgate's own checks)."""
+def _object_meta(walk: _Walk, metadata: object, path: Path) -> None:
+    """ObjectMeta, not the CRD's schema: only its unknown fields here (names and labels
+    are rollgate's own checks)."""
     if not isinstance(metadata, dict):
         return
     for key in metadata:
         if key not in OBJECT_META_FIELDS:
-            walk.unknown(("metadata", key), sorted(OBJECT_META_FIELDS))
+            walk.unknown((*path, key), sorted(OBJECT_META_FIELDS))
 
 
 def _version(obj: dict[str, Any], kind: str, schemas: CrdSchemas
@@ -288,7 +320,7 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
     properties: Mapping[str, Any] = as_dict(root.get("properties"))
     for key, value in obj.items():
         if key == "metadata":
-            _metadata(walk, value)
+            _object_meta(walk, value, ("metadata",))
         elif key in properties:
             if value is not None:
                 values = not (key == "status" and found.status_subresource)
