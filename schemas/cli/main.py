@@ -68,11 +68,14 @@ def _parser() -> argparse.ArgumentParser:
         "with every finding (file, line, column, kind, name, field, severity, message)")
     rewrite = commands.add_parser(
         "migrate",
-        help="rewrite spec.analysis as spec.verification",
+        help="rewrite spec.analysis as spec.verification and Kargo v0 spec.subscriptions "
+        "as spec.requestedFreight",
         description="Print the files with spec.analysis rewritten as spec.verification "
-        "(or rewrite them with --write). Only the stanza is rewritten; comments inside "
-        "it are not kept. Exit 1 when a Stage cannot be migrated (valueFrom, an invalid "
-        "stanza, both spellings), 2 when a file cannot be read.",
+        "and spec.subscriptions as spec.requestedFreight (or rewrite them with --write). "
+        "Only those stanzas are rewritten; comments inside them are not kept. Exit 1 when "
+        "a Stage cannot be migrated (valueFrom, an invalid stanza, both spellings, "
+        "spec.promotionMechanisms, an upstream Stage not among the files), 2 when a file "
+        "cannot be read.",
     )
     rewrite.add_argument("files", nargs="+", metavar="FILE", help=files_help)
     rewrite.add_argument("-w", "--write", action="store_true",
