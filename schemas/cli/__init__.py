@@ -10,6 +10,8 @@ and the reconciler; this package is the one part that does I/O, and nothing in
   ``--output json``);
 - ``migrate``: the ``spec.analysis`` -> ``spec.verification`` rewrite of the file text,
   the ``migrate`` command, and the error ``validate`` gives for the old spelling;
+  ``migrate_freight``: Kargo v0 ``spec.subscriptions`` -> ``spec.requestedFreight``;
+- ``crd_files``: ``validate --crds DIR``;
 - ``manifests``: reading manifest files as kubectl reads them (YAML or JSON, directories,
   ``*List``), with node trees for positions and text edits;
 - ``file_templates``: the template look-up offline (the templates among the files).

@@ -10,6 +10,10 @@ API server refuses it as an unknown field, or drops it and nothing is ever verif
 two spellings mean the same, except that ``spec.verification`` args take a string
 ``value`` only, so an arg with ``valueFrom`` cannot be migrated and is refused, naming it.
 
+Kargo v0 ``spec.subscriptions`` is rewritten as ``spec.requestedFreight`` the same way
+(``migrate_freight``); ``spec.promotionMechanisms`` is refused, naming
+``spec.promotionTemplate.spec.steps``.
+
 The rewrite edits the file text, not a re-dump of the parsed YAML: everything outside
 the stanza (comments, key order, quoting, other documents) stays byte for byte. The
 stanza itself is rendered anew, so comments and formatting inside it are lost. The
