@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from schemas.crdschema.compiled import Node, compile_schema
+
 BUNDLED_FILES = ("kargo_stages.yaml", "argoproj_rolloutmanagers.yaml")
 
 
@@ -29,6 +31,11 @@ class VersionSchema:
     schema: Mapping[str, Any]
     status_subresource: bool
     source: str
+    root: Node = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Compiled once, with the CRD: every object of this kind reuses it.
+        object.__setattr__(self, "root", compile_schema(self.schema))
 
 
 @dataclass(frozen=True, slots=True)

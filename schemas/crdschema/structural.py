@@ -5,14 +5,16 @@ schema decides it (kube-apiserver v1.35, tried against it: tests/e2e/test_crd_ve
 
 1. strict decoding: every field the schema does not declare is an error, anywhere
    (``unknown field "spec.promotionMechanisms"``), ``status`` included, unless
-   ``x-kubernetes-preserve-unknown-fields`` keeps it; ``metadata`` is ObjectMeta;
+   ``x-kubernetes-preserve-unknown-fields`` keeps it; ``metadata`` (also of an embedded
+   resource) is ObjectMeta;
 2. pruning: a ``null`` object field or map value whose schema is not ``nullable`` is
    dropped (so it counts as absent: ``Required value`` if required); a ``null`` list
    item is not dropped and fails its type;
 3. validation: types (``x-kubernetes-int-or-string`` is integer or string; an integral
-   float is an integer), enums, patterns, lengths, item counts, bounds, required fields
-   (one with a ``default`` is never missing), ``x-kubernetes-list-type`` map/set
-   duplicates and the ``x-kubernetes-validations`` rules that ``cel`` can evaluate;
+   float is an integer), enums, patterns, lengths, item and property counts, bounds,
+   required fields (one with a ``default`` is never missing), an embedded resource's
+   ``apiVersion`` and ``kind``, ``x-kubernetes-list-type`` map/set duplicates and the
+   ``x-kubernetes-validations`` rules that ``cel`` evaluates (a warning for any other);
    ``status`` is not validated for a kind with a status subresource (the API server
    ignores it on create and update).
 
@@ -24,12 +26,12 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.crdschema import cel, patterns
-from schemas.crdschema.load import CrdSchemas, VersionSchema, as_dict
+from schemas.crdschema.compiled import Node
+from schemas.crdschema.load import CrdSchemas, VersionSchema
 from schemas.crdschema.replaced import replacement
 from schemas.findings import Finding, Path, render_path
 from schemas.translate import quote, short
@@ -40,7 +42,9 @@ OBJECT_META_FIELDS = frozenset({
     "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
     "labels", "annotations", "ownerReferences", "finalizers", "managedFields",
 })
+_OBJECT_META_KNOWN = sorted(OBJECT_META_FIELDS)
 _EMBEDDED_FIELDS = frozenset({"apiVersion", "kind", "metadata"})
+_EMBEDDED_REQUIRED = ("apiVersion", "kind")
 
 
 def _json_type(value: object) -> str:
@@ -59,17 +63,16 @@ def _json_type(value: object) -> str:
         else type(value).__name__
 
 
-def _fits(value: object, schema: Mapping[str, Any]) -> str | None:
+def _misfit(value: object, node: Node) -> str | None:
     """The expected type when ``value`` does not have it, else None."""
     actual = _json_type(value)
-    if schema.get("x-kubernetes-int-or-string"):
+    if node.int_or_string:
         return None if actual in ("integer", "string") else "integer,string"
-    expected = schema.get("type")
-    if not isinstance(expected, str) or actual == expected:
+    if node.type is None or actual == node.type:
         return None
-    if expected == "number" and actual == "integer":
+    if node.type == "number" and actual == "integer":
         return None
-    return expected
+    return node.type
 
 
 def _echo(value: object) -> str:
@@ -97,12 +100,11 @@ class _Walk:
 
     # ------------------------------------------------------------ dispatch
 
-    def node(self, value: object, schema: Mapping[str, Any], path: Path, *,
-             values: bool) -> None:
-        """Check ``value`` (never a pruned null) against ``schema`` at ``path``."""
-        if value is None and schema.get("nullable"):
+    def node(self, value: object, node: Node, path: Path, *, values: bool) -> None:
+        """Check ``value`` (never a pruned null) against ``node`` at ``path``."""
+        if value is None and node.nullable:
             return
-        expected = _fits(value, schema)
+        expected = _misfit(value, node)
         if expected is not None:
             if values:
                 actual = _json_type(value)
@@ -110,91 +112,79 @@ class _Walk:
                            f'must be of type {expected}: "{actual}"')
             return
         if isinstance(value, dict):
-            self.mapping(value, schema, path, values=values)
+            self.mapping(value, node, path, values=values)
         elif isinstance(value, list):
-            self.sequence(value, schema, path, values=values)
+            self.sequence(value, node, path, values=values)
         elif values:
-            self.scalar(value, schema, path)
-        if values:
-            self.rules(value, schema, path)
+            self.scalar(value, node, path)
+        if values and node.rules:
+            self.rules(value, node, path)
 
     # ------------------------------------------------------------ scalars
 
-    def scalar(self, value: object, schema: Mapping[str, Any], path: Path) -> None:
-        enum = schema.get("enum")
-        if isinstance(enum, list) and value not in enum:
-            supported = ", ".join(_compact(item) for item in enum)
+    def scalar(self, value: object, node: Node, path: Path) -> None:
+        if node.enum is not None and value not in node.enum:
             self.error(path, f"Unsupported value: {_echo(value)}: supported values: "
-                       f"{supported}")
+                       f"{node.enum_text}")
         if isinstance(value, str):
-            self.string(value, schema, path)
+            self.string(value, node, path)
         elif isinstance(value, int | float) and not isinstance(value, bool):
-            self.number(value, schema, path)
+            self.number(value, node, path)
 
-    def string(self, value: str, schema: Mapping[str, Any], path: Path) -> None:
+    def string(self, value: str, node: Node, path: Path) -> None:
         """The first of maxLength, minLength and pattern that fails, as the API server
         reports only that one."""
-        where = render_path(path)
-        pattern = schema.get("pattern")
-        regex = patterns.compiled(pattern) if isinstance(pattern, str) else None
-        low, high = schema.get("minLength"), schema.get("maxLength")
-        if isinstance(high, int) and len(value) > high:
-            self.error(path, f"Too long: may not be more than {high} bytes")
-        elif isinstance(low, int) and len(value) < low:
-            self.error(path, f"Invalid value: {short(value)}: {where} in body should be at "
-                       f"least {low} chars long")
-        elif regex is not None and regex.search(value) is None:
-            self.error(path, f"Invalid value: {short(value)}: {where} in body should match "
-                       f"'{pattern}'")
+        if node.max_length is not None and len(value) > node.max_length:
+            self.error(path, f"Too long: may not be more than {node.max_length} bytes")
+        elif node.min_length is not None and len(value) < node.min_length:
+            self.error(path, f"Invalid value: {short(value)}: {render_path(path)} in body "
+                       f"should be at least {node.min_length} chars long")
+        elif node.regex is not None and node.regex.search(value) is None:
+            self.error(path, f"Invalid value: {short(value)}: {render_path(path)} in body "
+                       f"should match '{node.pattern}'")
 
-    def number(self, value: float, schema: Mapping[str, Any], path: Path) -> None:
-        where = render_path(path)
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if isinstance(low, int | float) and schema.get("exclusiveMinimum") and value <= low:
-            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
-                       f"greater than {low}")
-        elif isinstance(low, int | float) and value < low:
-            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
-                       f"greater than or equal to {low}")
-        if isinstance(high, int | float) and schema.get("exclusiveMaximum") and value >= high:
-            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
-                       f"less than {high}")
-        elif isinstance(high, int | float) and value > high:
-            self.error(path, f"Invalid value: {_echo(value)}: {where} in body should be "
-                       f"less than or equal to {high}")
+    def number(self, value: float, node: Node, path: Path) -> None:
+        low, high = node.minimum, node.maximum
+        if low is not None and (value < low or (node.exclusive_minimum and value == low)):
+            relation = "greater than" if node.exclusive_minimum else \
+                "greater than or equal to"
+            self.bound(value, path, relation, low)
+        if high is not None and (value > high or (node.exclusive_maximum and value == high)):
+            relation = "less than" if node.exclusive_maximum else "less than or equal to"
+            self.bound(value, path, relation, high)
+
+    def bound(self, value: float, path: Path, relation: str, limit: float) -> None:
+        self.error(path, f"Invalid value: {_echo(value)}: {render_path(path)} in body should "
+                   f"be {relation} {limit}")
 
     # ------------------------------------------------------------ lists
 
-    def sequence(self, value: list[Any], schema: Mapping[str, Any], path: Path, *,
-                 values: bool) -> None:
+    def sequence(self, value: list[Any], node: Node, path: Path, *, values: bool) -> None:
         if values:
-            self.counts(value, schema, path)
-            self.duplicates(value, schema, path)
-        items = schema.get("items")
-        if not isinstance(items, Mapping):
+            self.counts(value, node, path)
+            if node.list_type:
+                self.duplicates(value, node, path)
+        if node.items is None:
             return
         for index, item in enumerate(value):
-            self.node(item, items, (*path, index), values=values)
+            self.node(item, node.items, (*path, index), values=values)
 
-    def counts(self, value: list[Any], schema: Mapping[str, Any], path: Path) -> None:
-        low, high = schema.get("minItems"), schema.get("maxItems")
-        if isinstance(low, int) and len(value) < low:
+    def counts(self, value: list[Any], node: Node, path: Path) -> None:
+        if node.min_items is not None and len(value) < node.min_items:
             self.error(path, f"Invalid value: {len(value)}: {render_path(path)} in body "
-                       f"should have at least {low} items")
-        if isinstance(high, int) and len(value) > high:
-            self.error(path, f"Too many: {len(value)}: must have at most {high} items")
+                       f"should have at least {node.min_items} items")
+        if node.max_items is not None and len(value) > node.max_items:
+            self.error(path, f"Too many: {len(value)}: must have at most {node.max_items} "
+                       "items")
 
-    def duplicates(self, value: list[Any], schema: Mapping[str, Any], path: Path) -> None:
-        list_type = schema.get("x-kubernetes-list-type")
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        if list_type not in ("map", "set"):
-            return
+    def duplicates(self, value: list[Any], node: Node, path: Path) -> None:
         seen: set[str] = set()
         for index, item in enumerate(value):
-            if list_type == "map":
+            if node.list_type == "map":
                 if not isinstance(item, dict):
                     continue
-                identity = _compact({k: item.get(k) for k in keys if item.get(k) is not None})
+                identity = _compact({k: item[k] for k in node.map_keys
+                                     if item.get(k) is not None})
             else:
                 identity = _compact(item)
             if identity in seen:
@@ -203,31 +193,23 @@ class _Walk:
 
     # ------------------------------------------------------------ objects
 
-    def mapping(self, value: dict[str, Any], schema: Mapping[str, Any], path: Path, *,
+    def mapping(self, value: dict[str, Any], node: Node, path: Path, *,
                 values: bool) -> None:
-        properties = schema.get("properties")
-        properties = properties if isinstance(properties, Mapping) else {}
-        additional = schema.get("additionalProperties")
-        keeps_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or \
-            additional is True
-        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
         for key, item in value.items():
-            sub = properties.get(key)
-            if sub is None and isinstance(additional, Mapping):
-                sub = additional
-            if sub is None and embedded and key in _EMBEDDED_FIELDS:
+            sub = node.properties.get(key) or node.additional
+            if sub is None and node.embedded and key in _EMBEDDED_FIELDS:
                 self.embedded_field(key, item, (*path, key))
             elif sub is None:
-                if not keeps_unknown:
-                    self.unknown((*path, key), sorted(properties))
-            elif item is not None or sub.get("nullable"):
+                if not node.keeps_unknown:
+                    self.unknown((*path, key), node.known)
+            elif item is not None or sub.nullable:
                 self.node(item, sub, (*path, key), values=values)
             # else: a null the API server prunes, the same as absent
         if values:
-            self.properties_count(value, schema, path)
-            self.required(value, schema, properties, path)
-            if embedded:
-                self.required(value, {"required": ["apiVersion", "kind"]}, {}, path)
+            self.properties_count(value, node, path)
+            self.required(value, node.required, node.defaulted, path)
+            if node.embedded:
+                self.required(value, _EMBEDDED_REQUIRED, frozenset(), path)
 
     def embedded_field(self, key: str, item: object, path: Path) -> None:
         """apiVersion, kind and metadata of an embedded resource: strings and ObjectMeta."""
@@ -236,14 +218,13 @@ class _Walk:
         elif item is not None and not isinstance(item, str):
             self.error(path, f"Invalid value: {_echo(item)}: must be a string")
 
-    def properties_count(self, value: dict[str, Any], schema: Mapping[str, Any],
-                         path: Path) -> None:
-        low, high = schema.get("minProperties"), schema.get("maxProperties")
-        if isinstance(low, int) and len(value) < low:
+    def properties_count(self, value: dict[str, Any], node: Node, path: Path) -> None:
+        if node.min_properties is not None and len(value) < node.min_properties:
             self.error(path, f"Invalid value: {len(value)}: {render_path(path)} in body "
-                       f"should have at least {low} properties")
-        if isinstance(high, int) and len(value) > high:
-            self.error(path, f"Too many: {len(value)}: must have at most {high} items")
+                       f"should have at least {node.min_properties} properties")
+        if node.max_properties is not None and len(value) > node.max_properties:
+            self.error(path, f"Too many: {len(value)}: must have at most "
+                       f"{node.max_properties} items")
 
     def unknown(self, path: Path, known: Sequence[str]) -> None:
         message = f"unknown field {quote(render_path(path))}"
@@ -258,26 +239,22 @@ class _Walk:
                 message += f"; did you mean {quote(guess[0])}?"
         self.error(path, message)
 
-    def required(self, value: dict[str, Any], schema: Mapping[str, Any],
-                 properties: Mapping[str, Any], path: Path) -> None:
-        for name in schema.get("required") or []:
-            sub = properties.get(name)
-            if value.get(name) is None and not (isinstance(sub, Mapping) and "default" in sub):
+    def required(self, value: dict[str, Any], names: Sequence[str],
+                 defaulted: frozenset[str], path: Path) -> None:
+        for name in names:
+            if value.get(name) is None and name not in defaulted:
                 self.error((*path, name), "Required value")
 
-    def rules(self, value: object, schema: Mapping[str, Any], path: Path) -> None:
+    def rules(self, value: object, node: Node, path: Path) -> None:
         """The ``x-kubernetes-validations`` rules ``cel`` evaluates (on objects); a
         warning for each other rule, so a user knows it was not checked."""
-        for rule in schema.get("x-kubernetes-validations") or []:
-            text = rule.get("rule") if isinstance(rule, Mapping) else None
-            predicate = cel.parse(text) if isinstance(text, str) else None
-            if predicate is None or rule.get("fieldPath") or not isinstance(value, dict):
+        for rule in node.rules:
+            if rule.predicate is None or not isinstance(value, dict):
                 self.out.append(Finding(path=path, warning=True, message=(
-                    f"not checked offline: the CRD rule {short(text)} is outside the CEL "
-                    "that validate evaluates (README); the API server checks it")))
-            elif not predicate(value):
-                message = rule.get("message") or f"failed rule: {text}"
-                self.error(path, f"Invalid value: {message}")
+                    f"not checked offline: the CRD rule {short(rule.text)} is outside the "
+                    "CEL that validate evaluates (README); the API server checks it")))
+            elif not rule.predicate(value):
+                self.error(path, f"Invalid value: {rule.message}")
 
 
 def _object_meta(walk: _Walk, metadata: object, path: Path) -> None:
@@ -287,7 +264,7 @@ def _object_meta(walk: _Walk, metadata: object, path: Path) -> None:
         return
     for key in metadata:
         if key not in OBJECT_META_FIELDS:
-            walk.unknown((*path, key), sorted(OBJECT_META_FIELDS))
+            walk.unknown((*path, key), _OBJECT_META_KNOWN)
 
 
 def _version(obj: dict[str, Any], kind: str, schemas: CrdSchemas
@@ -316,16 +293,16 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
     if found is None:
         return refused
     walk = _Walk(kind)
-    root = found.schema
-    properties: Mapping[str, Any] = as_dict(root.get("properties"))
+    root = found.root
     for key, value in obj.items():
+        sub = root.properties.get(key)
         if key == "metadata":
             _object_meta(walk, value, ("metadata",))
-        elif key in properties:
-            if value is not None:
+        elif sub is not None:
+            if value is not None or sub.nullable:
                 values = not (key == "status" and found.status_subresource)
-                walk.node(value, properties[key], (key,), values=values)
-        elif not root.get("x-kubernetes-preserve-unknown-fields"):
-            walk.unknown((key,), sorted(properties))
-    walk.required(obj, root, properties, ())
+                walk.node(value, sub, (key,), values=values)
+        elif not root.keeps_unknown:
+            walk.unknown((key,), root.known)
+    walk.required(obj, root.required, root.defaulted, ())
     return walk.out
