@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from schemas.crdschema import CrdSchemas, bundled_schemas, check_against_crds, schemas_from_documents
+from schemas.crdschema import (
+    CrdSchemas,
+    bundled_schemas,
+    check_against_crds,
+    schemas_from_documents,
+)
 from schemas.crdschema.load import BUNDLED_FILES, bundled_text
 
 ROOT = Path(__file__).resolve().parents[3]
