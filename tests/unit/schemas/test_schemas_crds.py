@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -191,3 +192,17 @@ def test_a_field_the_webhook_checks_is_reported_once(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert [line.split(": ")[2] for line in result.stdout.splitlines()[:-1]] == [
         "spec.verification.args[0].value"]
+
+
+def test_the_built_wheel_ships_the_crds(tmp_path: Path) -> None:
+    """Package data of the installed distribution, not only of this checkout: the wheel
+    pip builds (as for any install) holds the bundled CRDs, equal to manifests/crds/."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path),
+         str(ROOT)], capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr
+    [wheel] = tmp_path.glob("rollgate-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        for name in BUNDLED_FILES:
+            shipped = archive.read(f"schemas/crdschema/crds/{name}")
+            assert shipped == (ROOT / "manifests" / "crds" / name).read_bytes()
