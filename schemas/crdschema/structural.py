@@ -293,6 +293,15 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
     if found is None:
         return refused
     walk = _Walk(kind)
+    try:
+        _walk_object(walk, obj, found)
+    except RecursionError:
+        # Only a cyclic schema (YAML anchors in a --crds file) lets an object go this deep.
+        return [Finding(path=(), message="nested too deeply to check against the CRD")]
+    return walk.out
+
+
+def _walk_object(walk: _Walk, obj: dict[str, Any], found: VersionSchema) -> None:
     root = found.root
     for key, value in obj.items():
         sub = root.properties.get(key)
@@ -305,4 +314,3 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
         elif not root.keeps_unknown:
             walk.unknown((key,), root.known)
     walk.required(obj, root.required, root.defaulted, ())
-    return walk.out

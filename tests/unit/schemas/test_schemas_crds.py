@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.crdschema import (
     CrdSchemas,
@@ -206,3 +208,53 @@ def test_the_built_wheel_ships_the_crds(tmp_path: Path) -> None:
         for name in BUNDLED_FILES:
             shipped = archive.read(f"schemas/crdschema/crds/{name}")
             assert shipped == (ROOT / "manifests" / "crds" / name).read_bytes()
+
+
+# ---------------------------------------------------------------- hostile input
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(
+    max_size=8)
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.sampled_from(["spec", "status", "metadata", "requestedFreight", "origin", "sources",
+                     "kind", "name", "steps", "promotionTemplate", "plugins", "metric",
+                     "controllerResources", "limits", "claims", "x"]) | st.text(max_size=5),
+    inner, max_size=5), max_leaves=30)
+
+
+SCHEMAS = corpus_schemas()
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["Stage", "RolloutManager", "Widget"]), body=_json)
+def test_any_object_gives_findings_never_an_exception(kind: str, body: object) -> None:
+    group = {"Stage": "kargo.akuity.io/v1alpha1", "RolloutManager": "argoproj.io/v1alpha1",
+             "Widget": "test.rollgate.dev/v1"}[kind]
+    obj = {"apiVersion": group, "kind": kind, **(body if isinstance(body, dict) else
+                                                 {"spec": body})}
+    for finding in check_against_crds(obj, schemas=SCHEMAS):
+        assert finding.message and isinstance(finding.path, tuple)
+
+
+@settings(max_examples=100, deadline=None)
+@given(schema=_json)
+def test_any_crd_schema_compiles_and_checks(schema: object) -> None:
+    """A --crds file may hold anything where the schema should be."""
+    crd = {"kind": "CustomResourceDefinition", "spec": {
+        "group": "g", "names": {"kind": "K"},
+        "versions": [{"name": "v1", "schema": {"openAPIV3Schema": schema}}]}}
+    found = schemas_from_documents([("x", crd)])
+    check_against_crds({"apiVersion": "g/v1", "kind": "K", "spec": {"a": [1, {"b": None}]}},
+                       schemas=found)
+
+
+def test_a_cyclic_schema_and_a_deep_object_give_a_finding() -> None:
+    crd = yaml.safe_load(
+        "kind: CustomResourceDefinition\nspec:\n  group: g\n  names: {kind: K}\n"
+        "  versions:\n  - name: v1\n    schema:\n      openAPIV3Schema: &s\n"
+        "        type: object\n        properties: {spec: *s}\n")
+    deep: dict[str, Any] = {}
+    for _ in range(5000):
+        deep = {"spec": deep}
+    findings = check_against_crds({"apiVersion": "g/v1", "kind": "K", **deep},
+                                  schemas=schemas_from_documents([("x", crd)]))
+    assert [f.message for f in findings] == ["nested too deeply to check against the CRD"]
