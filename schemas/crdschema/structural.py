@@ -195,19 +195,20 @@ class _Walk:
 
     def mapping(self, value: dict[str, Any], node: Node, path: Path, *,
                 values: bool) -> None:
+        guessed: set[str] = set()
         for key, item in value.items():
             sub = node.properties.get(key) or node.additional
             if sub is None and node.embedded and key in _EMBEDDED_FIELDS:
                 self.embedded_field(key, item, (*path, key))
             elif sub is None:
                 if not node.keeps_unknown:
-                    self.unknown((*path, key), node.known)
+                    guessed.add(self.unknown((*path, key), node.known))
             elif item is not None or sub.nullable:
                 self.node(item, sub, (*path, key), values=values)
             # else: a null the API server prunes, the same as absent
         if values:
             self.properties_count(value, node, path)
-            self.required(value, node.required, node.defaulted, path)
+            self.required(value, node.required, node.defaulted | guessed, path)
             if node.embedded:
                 self.required(value, _EMBEDDED_REQUIRED, frozenset(), path)
 
@@ -226,18 +227,20 @@ class _Walk:
             self.error(path, f"Too many: {len(value)}: must have at most "
                        f"{node.max_properties} items")
 
-    def unknown(self, path: Path, known: Sequence[str]) -> None:
+    def unknown(self, path: Path, known: Sequence[str]) -> str:
+        """Report an unknown field; the declared field it is a misspelling of, or ""
+        (a misspelt required field is one mistake, not also a missing field)."""
         message = f"unknown field {quote(render_path(path))}"
         instead = replacement(self.kind, path)
+        name = path[-1]
+        guess = difflib.get_close_matches(name, known, n=1) if isinstance(name, str) \
+            and not instead else []
         if instead:
             message += f": {instead}"
-        else:
-            name = path[-1]
-            guess = difflib.get_close_matches(name, known, n=1) if isinstance(name, str) \
-                else []
-            if guess:
-                message += f"; did you mean {quote(guess[0])}?"
+        elif guess:
+            message += f"; did you mean {quote(guess[0])}?"
         self.error(path, message)
+        return guess[0] if guess else ""
 
     def required(self, value: dict[str, Any], names: Sequence[str],
                  defaulted: frozenset[str], path: Path) -> None:
@@ -303,6 +306,7 @@ def check_against_crds(obj: dict[str, Any], *, schemas: CrdSchemas) -> list[Find
 
 def _walk_object(walk: _Walk, obj: dict[str, Any], found: VersionSchema) -> None:
     root = found.root
+    guessed: set[str] = set()
     for key, value in obj.items():
         sub = root.properties.get(key)
         if key == "metadata":
@@ -312,5 +316,5 @@ def _walk_object(walk: _Walk, obj: dict[str, Any], found: VersionSchema) -> None
                 values = not (key == "status" and found.status_subresource)
                 walk.node(value, sub, (key,), values=values)
         elif not root.keeps_unknown:
-            walk.unknown((key,), root.known)
-    walk.required(obj, root.required, root.defaulted, ())
+            guessed.add(walk.unknown((key,), root.known))
+    walk.required(obj, root.required, root.defaulted | guessed, ())
