@@ -106,11 +106,16 @@ def _schemas_cli(*args: str, cwd: Path, stdin: str | None = None
                           capture_output=True, text=True, encoding="utf-8", check=False)
 
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "migrate" / "stages-kargo-v0.yaml"
+
+
+@pytest.mark.parametrize("text", [OLD_SHAPE, EXAMPLE.read_text(encoding="utf-8")],
+                         ids=["with-spec-analysis", "the-example"])
 def test_what_migrate_writes_is_accepted_by_the_api_server(
-        plane: controlplane.ControlPlane, namespace: str, tmp_path: Path) -> None:
+        plane: controlplane.ControlPlane, namespace: str, tmp_path: Path, text: str) -> None:
     """The issue's report, end to end: the old shape is refused, migrate rewrites it,
     validate says 0 errors, and a server-side dry run of the result is accepted."""
-    (tmp_path / "old.yaml").write_text(OLD_SHAPE)
+    (tmp_path / "old.yaml").write_text(text)
     before = plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f",
                            str(tmp_path / "old.yaml"),
                            check=False)
@@ -126,3 +131,27 @@ def test_what_migrate_writes_is_accepted_by_the_api_server(
                           str(tmp_path / "old.yaml"), check=False)
     assert after.returncode == 0, after.stderr
     assert after.stdout.count("(server dry run)") == 2
+
+
+def test_a_clusters_served_crds_give_the_same_verdicts(plane: controlplane.ControlPlane,
+                                                       tmp_path: Path) -> None:
+    """``validate --crds DIR`` with what README says to save (``kubectl get crd ... -o
+    yaml``): the served CRDs judge every corpus object as the bundled ones do."""
+    served = plane.kubectl("get", "crd", "stages.kargo.akuity.io",
+                           "rolloutmanagers.argoproj.io", "-o", "yaml").stdout
+    (tmp_path / "crds").mkdir()
+    (tmp_path / "crds" / "cluster.yaml").write_text(served)
+    cluster = schemas_from_documents([("cluster.yaml", yaml.safe_load(served))])
+    assert set(cluster.kinds) == {("kargo.akuity.io", "Stage"), ("argoproj.io", "RolloutManager")}
+    pinned = [c for c in CASES if c["object"]["kind"] in ("Stage", "RolloutManager")]
+    for case in pinned:
+        expected = [f.field for f in check_against_crds(case["object"], schemas=SCHEMAS)]
+        assert [f.field for f in check_against_crds(case["object"], schemas=cluster)] == \
+            expected, case["name"]
+
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all([c["object"] for c in pinned]))
+    bundled = _schemas_cli("validate", "-o", "json", "objects.yaml", cwd=tmp_path)
+    with_crds = _schemas_cli("validate", "-o", "json", "--crds", "crds", "objects.yaml",
+                             cwd=tmp_path)
+    assert with_crds.returncode == bundled.returncode == 1, with_crds.stderr
+    assert json.loads(with_crds.stdout) == json.loads(bundled.stdout)
