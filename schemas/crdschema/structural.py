@@ -106,6 +106,8 @@ class _Walk:
             return
         expected = _misfit(value, node)
         if expected is not None:
+            if not node.keeps_unknown:
+                self.unschemed(value, path)
             if values:
                 actual = _json_type(value)
                 self.error(path, f'Invalid value: "{actual}": {render_path(path)} in body '
@@ -119,6 +121,17 @@ class _Walk:
             self.scalar(value, node, path)
         if values and node.rules:
             self.rules(value, node, path)
+
+    def unschemed(self, value: object, path: Path) -> None:
+        """The fields of mappings inside a value of the wrong type (a mapping where the
+        schema wants a string, mappings in a list where it wants an object): pruning
+        knows none of them, so strict decoding reports each, before the type is checked."""
+        if isinstance(value, dict):
+            for key in value:
+                self.unknown((*path, key), ())
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                self.unschemed(item, (*path, index))
 
     # ------------------------------------------------------------ scalars
 
