@@ -74,7 +74,9 @@ def _seeds() -> dict[str, list[dict[str, Any]]]:
 WEIRD_STRINGS = ["", " ", "x" * 300, "succès-rate ✓", "\u202eevil", "a\x00b", "line\nbreak",
                  "../../etc/passwd", "HTTP://EXAMPLE.COM/P", "${{ vars.x }}", "💥" * 50,
                  "kargo.akuity.io/reverify", "0" * 64, "A" * 64 + " ", "file://host/x",
-                 "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")]
+                 "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+                 # plugin hosts: a look-alike with an ideographic full stop; no valid host
+                 "https://g\u0456thub.com\u3002io/p", "https://xn--zz..%41/p"]
 WEIRD_NUMBERS = [0, -1, 1.5, -0.0, 2**63, 2**64 + 1, 10**40, 1e308, 8080]
 
 
