@@ -49,7 +49,7 @@ def _reconciler(argv: list[str], prog: str) -> int:
 
 
 def _explain(argv: list[str], prog: str) -> int:
-    from reconciler.explain import main
+    from reconciler.explain_command import main
 
     return main(argv, prog=prog)
 
