@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from kargo_kit import KargoProject
 from verification_kit import MetricServer, verdict_template
 
 BIN = Path(sys.executable).parent
+README = Path(__file__).resolve().parents[2] / "README.md"
 # Two 4 s measurements, so Kargo's own entry reaches its cache before the run ends.
 TEMPLATE = "two-step"
 
@@ -59,6 +61,23 @@ def explain(plane: controlplane.ControlPlane, *args: str,
     argv = ([str(plane.binaries.kubectl), "rollgate"] if kubectl else ["rollgate"])
     return subprocess.run([*argv, "explain", "stage", *args], env=user_env(plane),
                           capture_output=True, text=True, timeout=60, check=False)
+
+
+def readme_sample() -> str:
+    """The README's sample of ``rollgate explain`` ("rollgate explain")."""
+    found = re.search(r"^```text\n(Stage .*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
+    assert found, "no rollgate explain sample in the README"
+    return found.group(1)
+
+
+def normalised(text: str) -> str:
+    """What differs from run to run: times, UUIDs, ULIDs, the namespace."""
+    for pattern, stand_in in ((r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<time>"),
+                              (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                               "<uuid>"), (r"\.[0-9a-z]{26}\.", ".<ulid>."),
+                              (r"Stage t-[0-9a-f]{10}/", "Stage <ns>/")):
+        text = re.sub(pattern, stand_in, text)
+    return text
 
 
 def whats(doc: dict[str, Any]) -> list[str]:
@@ -116,6 +135,8 @@ def test_a_verified_and_a_failed_stage_explained(project: KargoProject) -> None:
     text = explain(plane, "bad", "-n", project.ns, kubectl=True).stdout
     assert f"Answer: {doc['answer']}" in text
     assert all(i["text"] in text for i in doc["timeline"]), text
+    # The README's sample is such a run: the same lines but for ids, times, namespace.
+    assert normalised(text) == normalised(readme_sample()), text
 
     # ------------------------------------------------ what observe mode would report
     # A failed reverify after a success, while Kargo keeps verifiedIn: the finding.
