@@ -33,6 +33,7 @@ import yaml
 from verification_kit import wait_for
 
 from reconciler.verification.naming import freight_collection_id
+from webhook.admission import review
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -139,6 +140,23 @@ def test_the_sample_denial_is_what_kubectl_prints(kubectl: Any, namespace: str) 
     assert result.returncode == 1
     assert [line.rstrip() for line in result.stderr.splitlines()] == (
         sample.splitlines()), result.stderr
+
+
+def test_the_sample_denial_lists_the_webhooks_causes_in_its_order() -> None:
+    """The webhook's own answer (its AdmissionReview response, no kubectl in between):
+    the same causes, in the same order, as the README's lines."""
+    sample = next(b for b in blocks("text") if b.startswith('The Stage "broken" is invalid:'))
+    obj = yaml.safe_load((REPO / "examples" / "invalid" / "stage.yaml").read_text())
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": "ns", "name": "broken",
+        "kind": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Stage"},
+        "resource": {"group": "kargo.akuity.io", "version": "v1alpha1", "resource": "stages"},
+        "object": obj}}
+
+    answer = review(body, action="validate", resource="stages").body["response"]
+
+    causes = answer["status"]["details"]["causes"]
+    assert [f"* {c['field']}: {c['message']}" for c in causes] == sample.splitlines()[1:]
 
 
 # ---------------------------------------------------------------- the sample status
