@@ -67,7 +67,7 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
-def read(rest: Rest, namespace: str, name: str) -> tuple[Any, list[Any], dict[str, Any]]:
+def read(rest: Rest, *, namespace: str, name: str) -> tuple[Any, list[Any], dict[str, Any]]:
     """The Stage (None when it does not exist), its runs (by Kargo's Stage label, as the
     observer finds them) and the Freight of its current collection by name."""
     stage = rest.get(STAGE, namespace, name)
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rollgate explain") -
 
         api = load_api_client(args.kubeconfig, pool_size=2, context=args.context)
         namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
-        stage, runs, freight = read(Rest(api), namespace, args.name)
+        stage, runs, freight = read(Rest(api), namespace=namespace, name=args.name)
     except Exception as exc:  # one line for the user, never a traceback
         print(f"{prog}: {_one_line(exc)}", file=sys.stderr)
         return 1
