@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m certs", description=__doc__.splitlines()[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="write ca.crt ca.key tls.crt tls.key")
@@ -85,8 +85,10 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, prog: str = "python -m certs") -> int:
+    """``prog``: how the user called it (``rollgate certs`` or ``python -m certs``), for
+    the usage and error lines."""
+    args = _parser(prog).parse_args(argv)
     if args.command == "generate":
         paths = generate(
             args.out_dir, service=args.service, namespace=args.namespace,
@@ -99,13 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(ca_bundle(args.ca_file))
         except (OSError, ValueError) as exc:
-            print(f"python -m certs bundle: {exc}", file=sys.stderr)
+            print(f"{prog} bundle: {exc}", file=sys.stderr)
             return 2
         return 0
-    return _inject(args)
+    return _inject(args, prog=prog)
 
 
-def _inject(args: argparse.Namespace) -> int:
+def _inject(args: argparse.Namespace, *, prog: str) -> int:
     import logging
 
     # The client retries a refused connection and urllib3 logs each retry to stderr.
@@ -113,10 +115,10 @@ def _inject(args: argparse.Namespace) -> int:
     try:
         bundle = ca_bundle(args.ca_file)
     except (OSError, ValueError) as exc:
-        print(f"python -m certs inject: {exc}", file=sys.stderr)
+        print(f"{prog} inject: {exc}", file=sys.stderr)
         return 2
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        print(f"python -m certs inject: {args.kubeconfig}: no such file", file=sys.stderr)
+        print(f"{prog} inject: {args.kubeconfig}: no such file", file=sys.stderr)
         return 2
     from certs.inject import inject
 
@@ -128,7 +130,7 @@ def _inject(args: argparse.Namespace) -> int:
             mutating=args.mutating or ["rollgate"],
         )
     except Exception as exc:  # any failure is one line for the operator, never a traceback
-        print(f"python -m certs inject: {_one_line(exc)}", file=sys.stderr)
+        print(f"{prog} inject: {_one_line(exc)}", file=sys.stderr)
         return 1
     for item in done:
         print(f"{item}: caBundle set")
