@@ -1,0 +1,75 @@
+"""rollgate's verdicts on Kargo expressions against expr-lang v1.17.8 itself (README,
+"Kargo expressions in verification args").
+
+hack/exprcheck (built by hack/k8s/build.sh from github.com/expr-lang/expr at the version
+Kargo v1.11.2's go.mod requires, with Kargo's function signatures, template scan and
+result rules) says for every value of tests/unit/schemas/expressions-corpus.yaml whether
+Kargo can compile it and what it evaluates to; rollgate's deny verdict must agree for
+every case, and engine mode's value wherever it evaluates one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import upstream
+import yaml
+
+from schemas.expressions import check_value
+from schemas.expressions.evaluate import (
+    EvaluationFailed,
+    NotEvaluated,
+    arg_value,
+    build_environment,
+)
+
+CORPUS = Path(__file__).resolve().parents[1] / "unit/schemas/expressions-corpus.yaml"
+
+
+def _oracle(cases: list[dict[str, Any]], stage_vars: list[dict[str, str]]) -> list[dict[str, Any]]:
+    try:
+        binary = upstream.exprcheck_binary()
+    except upstream.UpstreamMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    lines = "".join(json.dumps({"template": c["template"], "project": "demo", "stage": "uat",
+                                "vars": stage_vars}) + "\n" for c in cases)
+    out = subprocess.run([str(binary)], input=lines, capture_output=True, text=True,
+                         check=True, timeout=120)
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_rollgate_agrees_with_expr_lang_on_every_corpus_case() -> None:
+    corpus = yaml.safe_load(CORPUS.read_text())
+    cases, stage_vars = corpus["cases"], corpus["vars"]
+    answers = _oracle(cases, stage_vars)
+    assert len(answers) == len(cases) >= 60
+    env = build_environment(project="demo", stage="uat",
+                            stage_vars=[(v["name"], v["value"]) for v in stage_vars])
+    names = frozenset(v["name"] for v in stage_vars)
+    disagreements, compared = [], 0
+    for case, answer in zip(cases, answers, strict=True):
+        denied = check_value(case["template"], var_names=names).error is not None
+        if denied == answer["compiles"]:
+            disagreements.append((case["template"], "deny" if denied else "allow",
+                                  answer.get("error", "")))
+            continue
+        if denied or not answer["evaluated"]:
+            continue
+        try:
+            ours: str | None = arg_value("a", case["template"], env)
+        except NotEvaluated:
+            continue
+        except EvaluationFailed:
+            ours = None
+        compared += 1
+        theirs = answer["value"] if answer["isString"] and not answer.get("error") else None
+        if ours != theirs:
+            disagreements.append((case["template"], ours, theirs))
+    assert disagreements == []
+    assert compared >= 15
+    # The corpus's own record is what expr-lang says.
+    assert [c["deny"] for c in cases] == [not a["compiles"] for a in answers]
