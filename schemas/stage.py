@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from schemas.compiled import STAGE_VALIDATOR
 from schemas.arg_expressions import arg_expression_findings, stage_var_names
+from schemas.compiled import STAGE_VALIDATOR
 from schemas.constants import (
     KIND_ANALYSIS_TEMPLATE,
     KIND_CLUSTER_ANALYSIS_TEMPLATE,

@@ -15,6 +15,7 @@ from schemas.expressions.lexer import ExpressionSyntaxError
 from schemas.expressions.parser import parse
 from schemas.expressions.template import DELIMITERS, UnclosedExpression, is_template, segments
 
+
 @dataclass(frozen=True)
 class ValueCheck:
     """``error``: why Kargo cannot compile the value (None: it can); ``warnings``."""
@@ -53,8 +54,8 @@ def check_value(value: str, *, var_names: frozenset[str] | None = None) -> Value
         report = check(tree, var_names=var_names)
         if report.errors:
             return ValueCheck(error=f"expr-lang cannot compile "
-                              f"{_show(part.opener, part.text)}: {report.errors[0]}; Kargo fails the "
-                              "verification with this error")
+                              f"{_show(part.opener, part.text)}: {report.errors[0]}; Kargo "
+                              "fails the verification with this error")
         shown = _show(part.opener, part.text)
         warnings += [f"{shown}: {w}" for w in report.unknown_names]
         warnings += [f"{shown}: rollgate cannot check {w}; Kargo "

@@ -13,7 +13,7 @@ refusal is reported only when expr-lang's own rule refuses it too.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from schemas.expressions import ast
@@ -105,37 +105,54 @@ def _comparable(left: str, right: str) -> bool:
     return left == right or (left in NUMBERS and right in NUMBERS)
 
 
-def _binary_type(op: str, left: str, right: str) -> str | None:  # noqa: C901 - expr's table
-    """The result type, or None where expr-lang refuses the operands."""
-    if op in ("==", "!="):
-        return "bool" if _comparable(left, right) else None
-    if op in ("or", "||", "and", "&&"):
-        return "bool" if _maybe(left, right, _BOOL) else None
-    if op in ("<", ">", "<=", ">="):
-        return "bool" if _maybe(left, right, _NUM, _STR) else None
-    if op == "+":
-        if left == S and right == S:
-            return S
-        if left in NUMBERS and right in NUMBERS:
-            return "float" if "float" in (left, right) else "int"
-        return UNKNOWN if _maybe(left, right, _NUM, _STR) else None
-    if op in ("-", "*"):
-        if left in NUMBERS and right in NUMBERS:
-            return "float" if "float" in (left, right) else "int"
-        return UNKNOWN if _maybe(left, right, _NUM) else None
-    if op in ("/", "**", "^"):
-        return "float" if _maybe(left, right, _NUM) else None
-    if op in ("%", ".."):
-        return ("int" if op == "%" else "array") if _maybe(left, right, _INT) else None
-    if op in ("matches", "contains", "startsWith", "endsWith"):
-        return "bool" if _maybe(left, right, _STR) else None
-    if op == "in":
-        if right == UNKNOWN or right == "array":
-            return "bool"
-        if right.startswith("map:") or right.startswith("struct:"):
-            return "bool" if left in (UNKNOWN, S) else None
-        return "bool" if left == UNKNOWN and right == S else None
-    return UNKNOWN  # ??
+def _numeric(left: str, right: str) -> str:
+    return "float" if "float" in (left, right) else "int"
+
+
+def _plus(left: str, right: str) -> str | None:
+    if left == S and right == S:
+        return S
+    if left in NUMBERS and right in NUMBERS:
+        return _numeric(left, right)
+    return UNKNOWN if _maybe(left, right, _NUM, _STR) else None
+
+
+def _arithmetic(left: str, right: str) -> str | None:
+    if left in NUMBERS and right in NUMBERS:
+        return _numeric(left, right)
+    return UNKNOWN if _maybe(left, right, _NUM) else None
+
+
+def _membership(left: str, right: str) -> str | None:
+    if right == UNKNOWN or right == "array":
+        return "bool"
+    if right.startswith("map:") or right.startswith("struct:"):
+        return "bool" if left in (UNKNOWN, S) else None
+    return "bool" if left == UNKNOWN and right == S else None
+
+
+def _when(result: str, *checks: frozenset[str]) -> Callable[[str, str], str | None]:
+    return lambda left, right: result if _maybe(left, right, *checks) else None
+
+
+_BINARY_RULES: dict[str, Callable[[str, str], str | None]] = {
+    "==": lambda left, right: "bool" if _comparable(left, right) else None,
+    **{op: _when("bool", _BOOL) for op in ("or", "||", "and", "&&")},
+    **{op: _when("bool", _NUM, _STR) for op in ("<", ">", "<=", ">=")},
+    "+": _plus, "-": _arithmetic, "*": _arithmetic,
+    **{op: _when("float", _NUM) for op in ("/", "**", "^")},
+    "%": _when("int", _INT), "..": _when("array", _INT),
+    **{op: _when("bool", _STR) for op in ("matches", "contains", "startsWith", "endsWith")},
+    "in": _membership,
+}
+_BINARY_RULES["!="] = _BINARY_RULES["=="]
+
+
+def _binary_type(op: str, left: str, right: str) -> str | None:
+    """The result type, or None where expr-lang refuses the operands (its checker's
+    ``binaryNode``); ``??`` accepts anything."""
+    rule = _BINARY_RULES.get(op)
+    return UNKNOWN if rule is None else rule(left, right)
 
 
 class _Checker:
@@ -157,61 +174,77 @@ class _Checker:
         if message not in self.report.unknown_names:
             self.report.unknown_names.append(message)
 
-    def visit(self, node: ast.Node) -> str:  # noqa: C901 - one branch per node kind
-        if isinstance(node, ast.Literal):
-            return "float" if node.kind == "float" else node.kind
-        if isinstance(node, ast.Identifier):
-            return self.identifier(node.name)
-        if isinstance(node, ast.Unary):
-            return self.unary(node)
-        if isinstance(node, ast.Binary):
-            left, right = self.visit(node.left), self.visit(node.right)
-            if node.operator == "matches" and isinstance(node.right, ast.Literal):
-                self.regexp(node.right.value)
-            result = _binary_type(node.operator, left, right)
-            if result is None:
-                return self.error(f"invalid operation: {node.operator} (mismatched types "
-                                  f"{left} and {right})")
+    def visit(self, node: ast.Node) -> str:
+        handler = getattr(self, f"visit_{type(node).__name__}", None)
+        if handler is not None:
+            result: str = handler(node)
             return result
-        if isinstance(node, ast.Member):
-            return self.member(node)
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        if isinstance(node, ast.Builtin):
-            return self.builtin(node)
-        if isinstance(node, ast.Conditional):
-            condition = self.visit(node.condition)
-            if condition not in ("bool", UNKNOWN):
-                self.error(f"non-bool expression (type {condition}) used as condition")
-            then, otherwise = self.visit(node.then), self.visit(node.otherwise)
-            return then if then == otherwise else UNKNOWN
-        if isinstance(node, ast.Let):
-            self.bound.append((node.name, self.visit(node.value)))
-            try:
-                return self.visit(node.body)
-            finally:
-                self.bound.pop()
-        if isinstance(node, ast.Sequence):
-            kinds = [self.visit(item) for item in node.items]
-            return kinds[-1]
-        if isinstance(node, ast.ArrayLiteral):
-            for item in node.items:
-                self.visit(item)
-            return "array"
-        if isinstance(node, ast.MapLiteral):
-            for key, value in node.pairs:
-                self.visit(key)
-                self.visit(value)
-            return "map:unknown"
-        if isinstance(node, ast.Slice):
-            target = self.visit(node.target)
-            for part in (node.start, node.stop):
-                if part is not None:
-                    self.visit(part)
-            return target if target in (S, "array") else self.unfollowed("a slice")
         for child in ast.children(node):  # Pointer, Predicate
             self.visit(child)
         return UNKNOWN
+
+    def visit_Literal(self, node: ast.Literal) -> str:
+        return "float" if node.kind == "float" else node.kind
+
+    def visit_Identifier(self, node: ast.Identifier) -> str:
+        return self.identifier(node.name)
+
+    def visit_Unary(self, node: ast.Unary) -> str:
+        return self.unary(node)
+
+    def visit_Binary(self, node: ast.Binary) -> str:
+        left, right = self.visit(node.left), self.visit(node.right)
+        if node.operator == "matches" and isinstance(node.right, ast.Literal):
+            self.regexp(node.right.value)
+        result = _binary_type(node.operator, left, right)
+        if result is None:
+            return self.error(f"invalid operation: {node.operator} (mismatched types "
+                              f"{left} and {right})")
+        return result
+
+    def visit_Member(self, node: ast.Member) -> str:
+        return self.member(node)
+
+    def visit_Call(self, node: ast.Call) -> str:
+        return self.call(node)
+
+    def visit_Builtin(self, node: ast.Builtin) -> str:
+        return self.builtin(node)
+
+    def visit_Conditional(self, node: ast.Conditional) -> str:
+        condition = self.visit(node.condition)
+        if condition not in ("bool", UNKNOWN):
+            self.error(f"non-bool expression (type {condition}) used as condition")
+        then, otherwise = self.visit(node.then), self.visit(node.otherwise)
+        return then if then == otherwise else UNKNOWN
+
+    def visit_Let(self, node: ast.Let) -> str:
+        self.bound.append((node.name, self.visit(node.value)))
+        try:
+            return self.visit(node.body)
+        finally:
+            self.bound.pop()
+
+    def visit_Sequence(self, node: ast.Sequence) -> str:
+        return [self.visit(item) for item in node.items][-1]
+
+    def visit_ArrayLiteral(self, node: ast.ArrayLiteral) -> str:
+        for item in node.items:
+            self.visit(item)
+        return "array"
+
+    def visit_MapLiteral(self, node: ast.MapLiteral) -> str:
+        for key, value in node.pairs:
+            self.visit(key)
+            self.visit(value)
+        return "map:unknown"
+
+    def visit_Slice(self, node: ast.Slice) -> str:
+        target = self.visit(node.target)
+        for part in (node.start, node.stop):
+            if part is not None:
+                self.visit(part)
+        return target if target in (S, "array") else self.unfollowed("a slice")
 
     def bound_type(self, name: str) -> str | None:
         for bound, kind in reversed(self.bound):

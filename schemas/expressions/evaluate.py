@@ -45,7 +45,7 @@ def _call(name: str, args: list[Any]) -> str:
     return f'"{go_json(value)}"'
 
 
-def _visit(node: ast.Node, env: Mapping[str, Any]) -> Any:  # noqa: C901 - one per kind
+def _visit(node: ast.Node, env: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Literal) and node.kind in ("string", "int", "float", "bool",
                                                        "nil"):
         return node.value

@@ -96,7 +96,7 @@ class _Parser:
             return nodes[0]
         return self.node(ast.Sequence(tuple(nodes), position=nodes[0].position))
 
-    def expression(self, precedence: int) -> ast.Node:  # noqa: C901 - upstream's loop
+    def expression(self, precedence: int) -> ast.Node:
         if precedence == 0 and self.current.is_("operator", "let"):
             return self.let()
         if precedence == 0 and self.current.is_("operator", "if"):
@@ -213,9 +213,9 @@ class _Parser:
             return self.postfix(self.node(ast.Pointer(name, position=token.position)))
         if token.is_("operator", "::"):
             self.next()
-            name = self.current
+            function = self.current
             self.expect("identifier")
-            return self.postfix(self.call(name, [], overridable=False))
+            return self.postfix(self.call(function, [], overridable=False))
         return self.secondary()
 
     def secondary(self) -> ast.Node:
@@ -341,7 +341,7 @@ class _Parser:
         self.expect("bracket", "}")
         return self.node(ast.MapLiteral(tuple(pairs), position=token.position))
 
-    def postfix(self, node: ast.Node) -> ast.Node:  # noqa: C901 - upstream's loop
+    def postfix(self, node: ast.Node) -> ast.Node:
         token = self.current
         while token.kind in ("operator", "bracket"):
             optional = token.value == "?."

@@ -51,7 +51,8 @@ def test_corpus_verdict(case: dict[str, Any]) -> None:
 
 def _stage(*values: str, stage_vars: list[dict[str, str]] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}],
+        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
+                              "sources": {"direct": True}}],
         "verification": {"analysisTemplates": [{"name": "t"}],
                          "args": [{"name": f"a{i}", "value": v} for i, v in enumerate(values)]},
     }
