@@ -2,8 +2,8 @@
 (README, "Kargo expressions in verification args").
 
 One Stage, promoted once: the real Kargo v1.11.2 verifies it first and its AnalysisRun's
-args are recorded; then Kargo is stopped, its run and the verification history are
-removed, and rollgate's reconciler in engine mode verifies the same Stage and freight.
+args are recorded; then Kargo is stopped, its run, the verification history and its
+finalizer are removed, and rollgate's reconciler in engine mode verifies the same Stage and freight.
 Both runs must carry the same value for every arg: plain strings, ``ctx``, ``vars``
 (the Stage's ``spec.vars``, one of them an expression itself), string concatenation,
 ``quote``/``unsafeQuote``, both delimiters, quotes and unicode in strings, ``}}`` as
@@ -89,13 +89,24 @@ def test_engine_mode_builds_the_same_arg_values_as_kargo(
                     "--type=json", "-p", json.dumps([
                         {"op": "remove", "path": "/status/freightHistory/0/verificationHistory"}]))
     assert project.history("expr") == []
+    # Kargo's finalizer says a Kargo controller reconciles the Stage (engine mode stands
+    # back from those); with Kargo gone it is what a user removes.
+    project.kubectl("patch", "stage", "expr", "-n", namespace, "--type=json", "-p",
+                    json.dumps([{"op": "remove", "path": "/metadata/finalizers"}]))
 
     engine = control_plane.start_reconciler(
         "--controllers", "stage-verification", "--stage-verification", "engine",
         "--namespaces", namespace, "--no-leader-elect", name="reconciler-kargo-expressions")
     try:
         engine.wait_ready(60)
-        ours = _args(_run_by(project, "expr", rollgate=True))
+        try:
+            ours = _args(_run_by(project, "expr", rollgate=True))
+        except BaseException:
+            print("Stage status:", json.dumps((project.get("stage", "expr") or {}).get(
+                "status"), indent=1))
+            print("Events:", json.dumps([(e.get("reason"), e.get("message"))
+                                         for e in project.list("events")], indent=1))
+            raise
     finally:
         control_plane.stop_process(engine)
 
