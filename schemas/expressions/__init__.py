@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from schemas.expressions.checker import check
 from schemas.expressions.lexer import ExpressionSyntaxError
-from schemas.expressions.parser import parse
+from schemas.expressions.parser import ExpressionTooDeep, parse
 from schemas.expressions.template import DELIMITERS, UnclosedExpression, is_template, segments
 
 
@@ -45,6 +45,10 @@ def check_value(value: str, *, var_names: frozenset[str] | None = None) -> Value
     for part in expressions:
         try:
             tree = parse(part.text)
+        except ExpressionTooDeep as err:
+            warnings.append(f"{_show(part.opener, part.text)}: rollgate cannot check this "
+                            f"expression ({err}); Kargo decides when it verifies")
+            continue
         except ExpressionSyntaxError as err:
             where = "an empty expression" if not part.text.strip() else (
                 _show(part.opener, part.text))

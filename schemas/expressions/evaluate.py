@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from schemas.expressions import ast
-from schemas.expressions.parser import parse
+from schemas.expressions.parser import ExpressionTooDeep, parse
 from schemas.expressions.template import go_json, go_quote, go_type_name, result_value, segments
 
 EVALUATED_FUNCTIONS = ("quote", "unsafeQuote")
@@ -68,7 +68,11 @@ def _visit(node: ast.Node, env: Mapping[str, Any]) -> Any:
 def evaluate_expression(expression: str, env: Mapping[str, Any]) -> str:
     """One expression's text in the template (a string as it is, anything else as Go's
     JSON)."""
-    value = _visit(parse(expression), env)
+    try:
+        tree = parse(expression)
+    except ExpressionTooDeep as err:
+        raise NotEvaluated(str(err)) from None
+    value = _visit(tree, env)
     if isinstance(value, str):
         return value
     try:

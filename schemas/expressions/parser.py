@@ -46,6 +46,13 @@ BUILTINS = frozenset({
 })
 MAX_NODES = 10_000
 MAX_INT = 2**63 - 1
+# Deeper than this, rollgate stops following (expr-lang, in Go, goes on): the parser, the
+# checker and the evaluator recurse, and a hostile value must not exhaust Python's stack.
+MAX_DEPTH = 64
+
+
+class ExpressionTooDeep(ValueError):
+    """Nested deeper than rollgate follows; not a verdict about the expression."""
 
 
 def _valid_identifier(word: str) -> bool:
@@ -58,6 +65,7 @@ class _Parser:
         self.index = 0
         self.depth = 0
         self.nodes = 0
+        self.depth_now = 0
 
     @property
     def current(self) -> Token:
@@ -97,6 +105,15 @@ class _Parser:
         return self.node(ast.Sequence(tuple(nodes), position=nodes[0].position))
 
     def expression(self, precedence: int) -> ast.Node:
+        self.depth_now += 1
+        if self.depth_now > MAX_DEPTH:
+            raise ExpressionTooDeep(f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            return self._expression(precedence)
+        finally:
+            self.depth_now -= 1
+
+    def _expression(self, precedence: int) -> ast.Node:
         if precedence == 0 and self.current.is_("operator", "let"):
             return self.let()
         if precedence == 0 and self.current.is_("operator", "if"):
@@ -410,11 +427,25 @@ def _number(token: Token) -> ast.Node:
     return ast.Literal("int", value, position=token.position)
 
 
+def tree_depth(node: ast.Node) -> int:
+    """The depth of ``node``'s tree, without recursion (a chain ``a + a + ...`` is as deep
+    as it is long although the parser builds it in a loop)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.children(current))
+    return deepest
+
+
 def parse(source: str) -> ast.Node:
     """The AST of one expression; raises ``ExpressionSyntaxError`` where expr-lang's
-    parser does (its message, at a rune offset)."""
+    parser does (its message, at a rune offset), ``ExpressionTooDeep`` past what rollgate
+    follows."""
     parser = _Parser(tokenize(source))
     node = parser.sequence()
     if parser.current.kind != "eof":
         raise parser.unexpected()
+    if tree_depth(node) > 4 * MAX_DEPTH:
+        raise ExpressionTooDeep(f"nested deeper than {4 * MAX_DEPTH} levels")
     return node

@@ -105,3 +105,28 @@ def test_a_result_that_reads_as_a_number_is_kargos_error() -> None:
     with pytest.raises(EvaluationFailed, match="is not a string but float64"):
         arg_value("port", "${{ 8080 }}", ENV)
     assert arg_value("port", "${{ quote(8080) }}", ENV) == "8080"
+
+
+@pytest.mark.parametrize("expression", [
+    "(" * 5000 + "1" + ")" * 5000,
+    " + ".join(["1"] * 2000),
+    "2 ** " * 3000 + "2",
+    "[" * 4000 + "]" * 4000,
+    "-" * 6000 + "1",
+])
+def test_deep_or_long_expressions_are_a_warning_never_a_crash(expression: str) -> None:
+    verdict = check_value("${{ " + expression + " }}")
+    assert verdict.error is None
+    assert any("rollgate cannot check this expression" in w for w in verdict.warnings)
+    with pytest.raises(NotEvaluated):
+        arg_value("a", "${{ " + expression + " }}", ENV)
+
+
+def test_a_deep_but_unclosed_value_is_still_denied() -> None:
+    assert check_value("${{ " + "(" * 5000).error is not None
+
+
+def test_more_nodes_than_expr_lang_allows_is_denied_as_expr_lang_does() -> None:
+    verdict = check_value("${{ " + " + ".join(["ctx.stage"] * 5000) + " }}")
+    assert verdict.error is not None
+    assert "exceeds maximum allowed nodes" in verdict.error
