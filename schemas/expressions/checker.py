@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from schemas.expressions import ast
+from schemas.expressions.parser import BUILTINS, PREDICATE_BUILTINS
 
-UNKNOWN, NIL = "unknown", "nil"
+UNKNOWN, NIL, FUNC = "unknown", "nil", "func"
 NUMBERS = frozenset({"int", "float"})
 SCALARS = frozenset({"int", "float", "string", "bool", "bytes", NIL})
 
@@ -148,11 +149,17 @@ _BINARY_RULES: dict[str, Callable[[str, str], str | None]] = {
 _BINARY_RULES["!="] = _BINARY_RULES["=="]
 
 
+def _coalesce(left: str, right: str) -> str:
+    if left == NIL or right == NIL:
+        return right if left == NIL else left
+    return left if left == right else UNKNOWN
+
+
 def _binary_type(op: str, left: str, right: str) -> str | None:
     """The result type, or None where expr-lang refuses the operands (its checker's
     ``binaryNode``); ``??`` accepts anything."""
     rule = _BINARY_RULES.get(op)
-    return UNKNOWN if rule is None else rule(left, right)
+    return _coalesce(left, right) if rule is None else rule(left, right)
 
 
 class _Checker:
@@ -256,6 +263,8 @@ class _Checker:
         kind = self.bound_type(name)
         if kind is not None:
             return kind
+        if name in KARGO_FUNCTIONS or name in BUILTINS or name in PREDICATE_BUILTINS:
+            return f"{FUNC}:{name}"  # a function used as a value: expr-lang's func type
         if name not in ENVIRONMENT_ROOTS:
             self.name(f"{name} is not in the environment Kargo gives verification args "
                       "(ctx, vars and its functions): it evaluates to nil")
@@ -288,7 +297,7 @@ class _Checker:
         key_kind = self.visit(node.key)
         key = node.key.value if isinstance(node.key, ast.Literal) else None
         self.environment_member(node.target, key)
-        if target in ("int", "float", "bool", "bytes", S):
+        if target in ("int", "float", "bool", "bytes", S) or target.startswith(FUNC):
             return self.error(f"type {target} has no field {key}" if key_kind == S
                               else f"type {target}[{key_kind}] is undefined")
         if target.startswith("struct:"):

@@ -11,6 +11,7 @@ every case, and engine mode's value wherever it evaluates one.
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,24 @@ def test_rollgate_agrees_with_expr_lang_on_huge_and_deep_values() -> None:
     ours = [check_value(t).error is None for t in GENERATED]
     assert ours == [a["compiles"] for a in answers]
     assert ours == [False, True, True, True, True, False]
+
+
+# Token soup for the differential run below: operators, brackets, literals of every kind,
+# Kargo's functions and expr-lang's builtins, used and misused.
+ATOMS = ["ctx", "vars", ".", "stage", "(", ")", "[", "]", "{", "}", "'a'", '"b"', "`c`", "1",
+         "0x1f", "1.5e3", "+", "-", "*", "/", "%", "**", "==", "!=", "<", "&&", "||", "!",
+         "not", "in", "?", ":", "??", "|", ",", ";", "let", "x", "=", "if", "else", "#",
+         "quote", "upper", "filter", "imageFrom", "nil", "true", "?.", "..", "'\\u{1F600}'",
+         "é", "日", "b'x'", "matches", "'['", "$env", "len", "trim", "configMap",
+         "warehouse", "semverDiff"]
+
+
+def test_rollgate_agrees_with_expr_lang_on_random_token_sequences() -> None:
+    rng = random.Random(20)
+    templates = ["${{ " + " ".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 8)))
+                 + " }}" for _ in range(4000)]
+    answers = _oracle([{"template": t} for t in templates], [])
+    disagreements = [(t, a.get("error", "").split("\n")[0]) for t, a in zip(
+        templates, answers, strict=True) if (check_value(t).error is None) != a["compiles"]]
+    assert disagreements == []
+    assert sum(a["compiles"] for a in answers) >= 100  # not only syntax errors
