@@ -295,6 +295,24 @@ def _operator_refuses(plugins: dict[str, Any]) -> Iterator[Finding]:
             )
 
 
+def _operator_name_collision(plugins: dict[str, Any]) -> Iterator[Finding]:
+    """argo-rollouts-manager (v0.0.9) refuses the name only among traffic plugins, and
+    always renders its own traffic plugin of that name: a metric plugin of that name then
+    shares ``plugin-bin/argoproj-labs/openshift`` with it in Argo Rollouts. A warning:
+    without the operator the name is free."""
+    entries = plugins.get("metric")
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("name") == OPERATOR_OWN_PLUGIN:
+            yield Finding(
+                path=("spec", "plugins", "metric", index, "name"),
+                message=f"argo-rollouts-manager always adds its own traffic plugin "
+                f"{OPERATOR_OWN_PLUGIN}: where the operator runs, this metric plugin gets "
+                "the same name in the other list, and Argo Rollouts stores both binaries at "
+                f"plugin-bin/{OPERATOR_OWN_PLUGIN}; rename it there",
+                warning=True,
+            )
+
+
 def _duplicate_names(plugins: dict[str, Any]) -> Iterator[Finding]:
     first: dict[str, tuple[str, int]] = {}
     for list_name in PLUGIN_LISTS:
@@ -412,6 +430,7 @@ def check_rollout_manager(
                     )
         findings.extend(_duplicate_names(plugins))
         findings.extend(_operator_refuses(plugins))
+        findings.extend(_operator_name_collision(plugins))
     if rollout_managers is not None and not any(not f.warning for f in findings):
         findings.extend(_second_manager(rm, rollout_managers))
     return sort_findings(findings)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real binaries the e2e tests and `make dev` run: etcd, kube-apiserver,
 # kube-controller-manager and a version-matched kubectl, plus the Argo Rollouts
-# controller and its sample metric plugin. They are built from the published Go
+# controller and its sample metric plugin, and `exprcheck` (hack/exprcheck: the
+# expr-lang version Kargo uses, the tests' oracle for Kargo expressions). They are built from the published Go
 # modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
 # module proxy. Versions come from hack/versions.env.
 #
@@ -14,11 +15,12 @@
 # cache, never into the tree. A missing tree is reported in one line (what to clone)
 # and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
+#   exprcheck-<expr-lang version>/     exprcheck
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 # Binaries already there are reused when they run and report the pinned version (for
@@ -26,7 +28,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all six by default) are checked in that one directory.
+# (all seven by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +39,7 @@ version="${KUBERNETES_VERSION}"
 rollouts_version="${ARGO_ROLLOUTS_VERSION}"
 kargo_version="${KARGO_VERSION}"
 manager_version="${ARGO_ROLLOUTS_MANAGER_VERSION}"
+expr_version="${EXPR_LANG_VERSION}"
 repo="$(dirname "${hack}")"
 kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
 manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
@@ -50,6 +53,7 @@ out="${cache}/${version}"
 rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
+expr_out="${cache}/exprcheck-${expr_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 
@@ -85,11 +89,12 @@ what="${1:-all}"
 upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
-         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
+    exprcheck) binaries=(exprcheck) ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -97,6 +102,7 @@ dest_dir() {
         rollouts-controller | metrics-plugin-sample) printf '%s' "${rollouts_out}" ;;
         kargo) printf '%s' "${kargo_out}" ;;
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
+        exprcheck) printf '%s' "${expr_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
 }
@@ -130,6 +136,11 @@ works() {
             [[ "${out}" == *"This binary is a plugin"* ]]
             return ;;
         kargo) out="$("${bin}" version 2>&1)" || return 1 ;;
+        # One JSON line in, one out; its version is its directory's (go.mod is pinned).
+        exprcheck)
+            out="$(printf '{"template":"${{ 1 }}"}\n' | "${bin}" 2>&1)" || return 1
+            [[ "${out}" == *'"compiles":true'* ]]
+            return ;;
         # Go's flag package answers -h with the usage and exit 0; the version is the
         # tree's, checked by its digest below.
         argo-rollouts-manager)
@@ -179,6 +190,7 @@ check_pin() {
 }
 check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
+check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 
 mkdir -p "${cache}"
 lock="${cache}/.build.lock"
@@ -276,6 +288,9 @@ if [[ "${what}" == all || "${what}" == rollouts ]]; then
     build metrics-plugin-sample "${hack}/rollouts" \
         github.com/argoproj/argo-rollouts/test/cmd/metrics-plugin-sample "${ldflags_rollouts}"
 fi
+if [[ "${what}" == all || "${what}" == exprcheck ]]; then
+    build exprcheck "${hack}/exprcheck" . "-s -w"
+fi
 
 for b in ${upstream[@]+"${upstream[@]}"}; do
     case "${b}" in
@@ -292,11 +307,13 @@ for b in "${binaries[@]}"; do
 done
 case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
+case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
 # stdout: the directory of what was asked for (the Kubernetes binaries' for `all`).
 case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
+    exprcheck) printf '%s\n' "${expr_out}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;
     *) printf '%s\n' "${out}" ;;
