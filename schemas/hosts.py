@@ -218,13 +218,29 @@ def _non_ascii_form(written: str, text: str) -> HostForm:
 
 
 @lru_cache(maxsize=4096)
+def _ipv6_literal(written: str) -> bool:
+    """``[addr]`` or ``[addr%zone]`` with an IPv6 address, as urlsplit accepts it."""
+    if not (written.isascii() and written.endswith("]")):
+        return False
+    address = written[1:-1].split("%", 1)[0]
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def host_form(written: str) -> HostForm:
     """``written`` (a host from :func:`netloc_host`) as Argo Rollouts fetches it.
 
     Cached: the webhook sees the same few hosts over and over.
     """
     if written.startswith("["):
-        return HostForm(written, written, written)  # an IPv6 literal: urlsplit checked it
+        # An IPv6 literal: urlsplit has checked what it got from a URL, but this is also
+        # called on a host alone, so what is not one is a problem, never an answer.
+        if _ipv6_literal(written):
+            return HostForm(written, written, written)
+        return HostForm(written, problem="is not a valid IPv6 literal in brackets")
     text = written
     if "%" in text:
         try:
