@@ -14,19 +14,23 @@
 # cache, never into the tree. A missing tree is reported in one line (what to clone)
 # and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|kargo|rollouts-manager]   (default: all)
+# helm (cmd/helm of the helm.sh/helm/v3 module, wrapper module hack/helm) runs the
+# chart's tests (helm lint, helm template).
+#
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|helm|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
+#   helm-<helm version>/               helm
 # Binaries already there are reused when they run and report the pinned version (for
 # the two built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all six by default) are checked in that one directory.
+# (all seven by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +41,7 @@ version="${KUBERNETES_VERSION}"
 rollouts_version="${ARGO_ROLLOUTS_VERSION}"
 kargo_version="${KARGO_VERSION}"
 manager_version="${ARGO_ROLLOUTS_MANAGER_VERSION}"
+helm_version="${HELM_VERSION}"
 repo="$(dirname "${hack}")"
 kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
 manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
@@ -50,8 +55,10 @@ out="${cache}/${version}"
 rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
+helm_out="${cache}/helm-${helm_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
+helm_binaries=(helm)
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
 
@@ -85,11 +92,13 @@ what="${1:-all}"
 upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
-         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" "${helm_binaries[@]}"
+                   ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
+    helm) binaries=("${helm_binaries[@]}") ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|helm|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -97,6 +106,7 @@ dest_dir() {
         rollouts-controller | metrics-plugin-sample) printf '%s' "${rollouts_out}" ;;
         kargo) printf '%s' "${kargo_out}" ;;
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
+        helm) printf '%s' "${helm_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
 }
@@ -130,6 +140,7 @@ works() {
             [[ "${out}" == *"This binary is a plugin"* ]]
             return ;;
         kargo) out="$("${bin}" version 2>&1)" || return 1 ;;
+        helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
         # Go's flag package answers -h with the usage and exit 0; the version is the
         # tree's, checked by its digest below.
         argo-rollouts-manager)
@@ -143,6 +154,7 @@ works() {
             [[ "$(basename "${bin}")" != kargo || "${out}" == *"\"${kargo_version}\""* ]] ;;
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
         rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
+        helm) [[ "${out}" == "${helm_version}+"* ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
     esac
 }
@@ -179,6 +191,7 @@ check_pin() {
 }
 check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
+check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
 
 mkdir -p "${cache}"
 lock="${cache}/.build.lock"
@@ -206,6 +219,19 @@ ldflags_k8s="-s -w \
 ldflags_rollouts="-s -w \
  -X github.com/argoproj/argo-rollouts/utils/version.version=${rollouts_version#v} \
  -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z"
+
+# The variables upstream's Makefile sets: internal/version (`helm version` then reports
+# v<version>+unknown) and the Kubernetes version `helm lint` and `helm template` assume
+# without a cluster, from the client-go release helm requires (else v1.20.0).
+helm_k8s="$(required "${hack}/helm/go.mod" k8s.io/client-go)"
+helm_k8s="${helm_k8s#v0.}"
+ldflags_helm="-s -w \
+ -X helm.sh/helm/v3/internal/version.version=${helm_version} \
+ -X helm.sh/helm/v3/internal/version.metadata=unknown \
+ -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+ -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${helm_k8s%%.*} \
+ -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+ -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${helm_k8s%%.*}"
 
 started_all=${SECONDS}
 
@@ -276,6 +302,9 @@ if [[ "${what}" == all || "${what}" == rollouts ]]; then
     build metrics-plugin-sample "${hack}/rollouts" \
         github.com/argoproj/argo-rollouts/test/cmd/metrics-plugin-sample "${ldflags_rollouts}"
 fi
+if [[ "${what}" == all || "${what}" == helm ]]; then
+    build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
+fi
 
 for b in ${upstream[@]+"${upstream[@]}"}; do
     case "${b}" in
@@ -292,11 +321,13 @@ for b in "${binaries[@]}"; do
 done
 case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
+case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
 # stdout: the directory of what was asked for (the Kubernetes binaries' for `all`).
 case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
+    helm) printf '%s\n' "${helm_out}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;
     *) printf '%s\n' "${out}" ;;
