@@ -15,9 +15,13 @@
 # and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
 #
 # helm (cmd/helm of the helm.sh/helm/v3 module, wrapper module hack/helm) runs the
-# chart's tests (helm lint, helm template).
+# chart's tests (helm lint, helm template). `crds` copies the CRDs the chart's optional
+# objects need on the test plane out of the published modules (nothing is compiled):
+# cert-manager's (deploy/crds of github.com/cert-manager/cert-manager) and the
+# Prometheus Operator's ServiceMonitor and PrometheusRule (example/prometheus-operator-crd
+# of github.com/prometheus-operator/prometheus-operator).
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|helm|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|helm|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
@@ -25,6 +29,8 @@
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 #   helm-<helm version>/               helm
+#   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
+#   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
 # Binaries already there are reused when they run and report the pinned version (for
 # the two built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
@@ -42,6 +48,8 @@ rollouts_version="${ARGO_ROLLOUTS_VERSION}"
 kargo_version="${KARGO_VERSION}"
 manager_version="${ARGO_ROLLOUTS_MANAGER_VERSION}"
 helm_version="${HELM_VERSION}"
+cert_manager_version="${CERT_MANAGER_VERSION}"
+prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
 repo="$(dirname "${hack}")"
 kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
 manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
@@ -56,6 +64,8 @@ rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
 helm_out="${cache}/helm-${helm_version}"
+cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
+monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
@@ -97,8 +107,9 @@ case "${what}" in
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     helm) binaries=("${helm_binaries[@]}") ;;
+    crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|helm|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|helm|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -161,7 +172,7 @@ works() {
 
 if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
-    for b in "${binaries[@]}"; do
+    for b in ${binaries[@]+"${binaries[@]}"}; do
         # Prebuilt upstream binaries are taken as they are: no tree to compare with.
         if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager ]] \
             && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
@@ -176,7 +187,7 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     exit "${missing}"
 fi
 
-command -v go >/dev/null || { log "go is not installed (needed to build ${binaries[*]})"; exit 1; }
+command -v go >/dev/null || { log "go is not installed (needed to build ${binaries[*]:-crds})"; exit 1; }
 command -v flock >/dev/null || { log "flock (util-linux) is not installed (needed to lock ${cache})"; exit 1; }
 
 # go.mod cannot read versions.env, so a wrapper module that pins something else is
@@ -306,6 +317,38 @@ if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
 
+# The YAML files `files` (globs) of `module`@`version`'s directory `from`, copied into
+# `dest`; a `.complete` marker written last makes an interrupted copy count as absent.
+copy_crds() {
+    local name="$1" module="$2" version="$3" from="$4" dest="$5" dir
+    shift 5
+    if [[ -f "${dest}/.complete" ]]; then
+        log "${name}: cached at ${dest}"
+        return 0
+    fi
+    log "${name}: downloading ${module}@${version} (module proxy)"
+    local started=${SECONDS}
+    dir="$(cd "${cache}" && GOFLAGS=-mod=mod go mod download -json "${module}@${version}" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -d "${dir}/${from}" ]] || { log "${name}: ${module}@${version} has no ${from}"; exit 1; }
+    rm -rf "${dest}" && mkdir -p "${dest}"
+    local f
+    for f in "$@"; do
+        cp "${dir}/${from}"/${f} "${dest}/"
+    done
+    chmod u+w "${dest}"/*.yaml
+    touch "${dest}/.complete"
+    log "${name}: $(find "${dest}" -name '*.yaml' | wc -l) CRDs in ${dest} ($((SECONDS - started))s)"
+}
+
+if [[ "${what}" == all || "${what}" == crds ]]; then
+    copy_crds cert-manager-crds github.com/cert-manager/cert-manager "${cert_manager_version}" \
+        deploy/crds "${cert_manager_crds}" '*.yaml'
+    copy_crds monitoring-crds github.com/prometheus-operator/prometheus-operator \
+        "${prometheus_operator_version}" example/prometheus-operator-crd "${monitoring_crds}" \
+        monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+fi
+
 for b in ${upstream[@]+"${upstream[@]}"}; do
     case "${b}" in
         kargo) build kargo "${kargo_src}" ./cmd/controlplane "$(ldflags_kargo "${trees[kargo]:0:12}")" \
@@ -315,19 +358,21 @@ for b in ${upstream[@]+"${upstream[@]}"}; do
     esac
 done
 
-for b in "${binaries[@]}"; do
+for b in ${binaries[@]+"${binaries[@]}"}; do
     works "$(dest_dir "${b}")/${b}" "${trees[${b}]:-}" \
         || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
 done
 case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
 case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
+case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
 # stdout: the directory of what was asked for (the Kubernetes binaries' for `all`).
 case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
     helm) printf '%s\n' "${helm_out}" ;;
+    crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;
     *) printf '%s\n' "${out}" ;;
