@@ -53,8 +53,10 @@ def ensure_secret(api_client: k8s.ApiClient, *, directory: Path, name: str,
         if exc.status != 404:
             raise
         files = {key: (directory / key).read_bytes() for key in KEYS}
-        api.create_namespaced_secret(namespace, tls_secret(name=name, namespace=namespace,
-                                                           files=files))
+        body = tls_secret(name=name, namespace=namespace, files=files)
+        api.create_namespaced_secret(namespace, k8s.V1Secret(
+            api_version="v1", kind="Secret", type=body["type"], data=body["data"],
+            metadata=k8s.V1ObjectMeta(**body["metadata"])))
         return "created"
     ca = existing_ca(current)
     if ca is None:
