@@ -299,3 +299,23 @@ def test_job_source_issues_injects_and_the_webhook_serves(job_plane, tmp_path):
                             input=json.dumps(probe_valid))
     # The mutating webhook answered too (it lowercases the probe's digest).
     assert controlplane.PROBE_DIGEST in allowed.stdout
+
+
+def test_build_sh_reuses_helm_and_the_crds_at_the_pinned_versions():
+    """`hack/k8s/build.sh helm crds` after `make k8s`: nothing is rebuilt, and the helm
+    there is the pinned one (another pin is another directory, so it is built anew)."""
+    import subprocess
+
+    import versions
+
+    tool_or_fail()
+    build = chart.REPO_ROOT / "hack" / "k8s" / "build.sh"
+    for target, line in (("helm", f"helm: cached at {chart.helm_binary()}"),
+                         ("crds", "cert-manager-crds: cached at")):
+        out = subprocess.run(["bash", str(build), target], capture_output=True, text=True,
+                             timeout=600, check=False)
+        assert out.returncode == 0, out.stderr
+        assert line in out.stderr
+    version = chart.helm("version", "--short").stdout.strip()
+    assert version.startswith(versions.get("HELM_VERSION") + "+")
+    assert f"helm-{versions.get('HELM_VERSION')}" in str(chart.helm_binary())
