@@ -319,3 +319,59 @@ def test_build_sh_reuses_helm_and_the_crds_at_the_pinned_versions():
     version = chart.helm("version", "--short").stdout.strip()
     assert version.startswith(versions.get("HELM_VERSION") + "+")
     assert f"helm-{versions.get('HELM_VERSION')}" in str(chart.helm_binary())
+
+
+def container_args(objects: list[dict[str, Any]], name: str) -> list[str]:
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"
+                     and o["metadata"]["name"] == name]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return list(container["args"])
+
+
+def test_values_become_the_documented_flags(tmp_path):
+    tool_or_fail()
+    objects = chart.render({
+        "webhook": {"port": 9443, "maxConnections": 500, "requestTimeout": 7,
+                    "cacheTTL": 2.5, "logLevel": "debug", "allowHttpPlugins": True,
+                    "lookupTimeout": None},
+        "reconciler": {"leaderElect": False, "stageVerification": "engine",
+                       "observeGraceSeconds": 90, "shard": "east", "defaultShard": True,
+                       "pluginsMode": "audit", "pluginsCA": {"configMap": "corp-ca"},
+                       "pluginsMaxDownloadBytes": 268435456, "pluginsDownloadTimeout": 60,
+                       "namespaces": ["a", "b"], "rolloutsDeployment": "rollouts",
+                       "allowHttpPlugins": True, "logLevel": "DEBUG",
+                       "leaderElectionID": "other"},
+    })
+    webhook = container_args(objects, "rollgate-webhook")
+    assert webhook == ["--bind=0.0.0.0:9443", "--tls-cert-file=/etc/rollgate/tls/tls.crt",
+                       "--tls-key-file=/etc/rollgate/tls/tls.key", "--workers=2",
+                       "--threads=4", "--max-connections=500", "--request-timeout=7",
+                       "--cache-ttl=2.5", "--log-level=debug", "--allow-http-plugins"]
+    reconciler = container_args(objects, "rollgate-reconciler")
+    assert reconciler == [
+        "--bind-address=0.0.0.0:8080", "--no-leader-elect",
+        "--controllers=stage-verification,rollout-plugins", "--stage-verification=engine",
+        "--observe-grace-seconds=90", "--shard=east", "--default-shard",
+        "--plugins-mode=audit", "--plugins-ca-file=/etc/rollgate/plugins-ca/ca.crt",
+        "--plugins-max-download-bytes=268435456", "--plugins-download-timeout=60",
+        "--namespaces=a,b", "--workers=4", "--resync-period=300",
+        "--rollouts-deployment=rollouts", "--allow-http-plugins", "--log-level=DEBUG"]
+    # The flags every process parses: the reconciler's parser accepts them all.
+    import certs
+    from reconciler.cli import parser
+
+    ca = certs.generate(tmp_path / "ca").ca_cert
+    parser().parse_args([f"--plugins-ca-file={ca}" if a.startswith("--plugins-ca-file")
+                         else a for a in reconciler])
+    from webhook.__main__ import parse_args
+
+    parse_args(webhook)
+    rules = {o["metadata"]["name"]: o for o in objects if o["kind"] in ("ClusterRole", "Role")}
+    assert "rollgate-reconciler-engine" in rules
+    assert {"get", "update"} <= set(rules["rollgate-reconciler-leader-election"]["rules"][1]
+                                    ["verbs"])
+    assert rules["rollgate-reconciler-leader-election"]["rules"][1]["resourceNames"] == [
+        "other"]
+    deployments = [r for r in rules["rollgate-reconciler-plugins"]["rules"]
+                   if r["resources"] == ["deployments"]]
+    assert deployments[0]["resourceNames"] == ["rollouts"]
