@@ -244,23 +244,30 @@ def test_job_source_issues_injects_and_the_webhook_serves(job_plane, tmp_path):
     plane = job_plane
     objects = chart.render({"certificates": {"source": "job"}})
     hooks = [o for o in objects if HOOK in (o["metadata"].get("annotations") or {})]
-    (job,) = [o for o in hooks if o["kind"] == "Job"]
-    # What `helm install` does: the release's objects, then the hooks (RBAC, the Job).
-    plane.apply_objects([o for o in objects if o not in hooks], server_side=True)
+    jobs = {o["metadata"]["name"]: o for o in hooks if o["kind"] == "Job"}
+    assert {n: j["metadata"]["annotations"][HOOK] for n, j in jobs.items()} == {
+        "rollgate-certs-secret": "pre-install,pre-upgrade",
+        "rollgate-certs-inject": "post-install,post-upgrade"}
+    # What `helm install` does: the pre-install hooks (RBAC, the Secret's Job), the
+    # release's objects, the post-install hooks (RBAC again, the injecting Job).
     plane.apply_objects([o for o in hooks if o["kind"] != "Job"], server_side=True)
-    assert ca_bundles(plane) == {""}
-
-    first = run_job(plane, job, tmp_path / "first")
+    first = run_job(plane, jobs["rollgate-certs-secret"], tmp_path / "first")
     assert "Secret/rollgate-system/rollgate-webhook-tls: created" in first
+    plane.apply_objects([o for o in objects if o not in hooks], server_side=True)
+    assert ca_bundles(plane) == {""}
+    injected = run_job(plane, jobs["rollgate-certs-inject"], tmp_path / "inject")
+    assert "rollgate-webhook-tls: kept" in injected
+    assert "ValidatingWebhookConfiguration/rollgate: caBundle set" in injected
     secret = json.loads(plane.kubectl("get", "-n", "rollgate-system", "secret/"
                                       "rollgate-webhook-tls", "-o", "json").stdout)
     assert secret["type"] == "kubernetes.io/tls"
     files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
     assert ca_bundles(plane) == {base64.b64encode(files["ca.crt"]).decode()}
 
-    # An upgrade runs the Job again: the Secret and so the caBundle stay.
-    again = run_job(plane, job, tmp_path / "again")
-    assert "rollgate-webhook-tls: kept" in again
+    # An upgrade runs both Jobs again: the Secret and so the caBundle stay.
+    for name in ("rollgate-certs-secret", "rollgate-certs-inject"):
+        again = run_job(plane, jobs[name], tmp_path / f"again-{name}")
+        assert "rollgate-webhook-tls: kept" in again
     assert ca_bundles(plane) == {base64.b64encode(files["ca.crt"]).decode()}
 
     # The webhook serves that Secret's certificate; the API server, trusting only the
