@@ -3,8 +3,9 @@
     python -m certs generate --out-dir DIR [--service S] [--namespace N] [--san X]...
     python -m certs bundle --ca-file DIR/ca.crt
     python -m certs inject [--kubeconfig F] --ca-file DIR/ca.crt [--validating rollgate] ...
+    python -m certs secret [--kubeconfig F] --dir DIR [--name N] [--namespace N]
 
-``inject`` talks to the cluster kubectl would: ``--kubeconfig``, else the in-cluster
+``inject`` and ``secret`` talk to the cluster kubectl would: ``--kubeconfig``, else the in-cluster
 config inside a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. Errors are one line on
 stderr: exit 2 for a CA file that cannot be read, 1 for anything on the cluster side.
 """
@@ -50,6 +51,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="ValidatingWebhookConfiguration name (repeatable; default rollgate)")
     i.add_argument("--mutating", action="append", default=None,
                    help="MutatingWebhookConfiguration name (repeatable; default rollgate)")
+    s = sub.add_parser("secret", help="create the TLS Secret from DIR unless it exists; "
+                       "leave the Secret's CA in DIR/ca.crt")
+    s.add_argument("--kubeconfig", default=None)
+    s.add_argument("--dir", required=True, help="where generate wrote the files")
+    s.add_argument("--name", default="rollgate-webhook-tls")
+    s.add_argument("--namespace", default="rollgate-system")
     return p
 
 
@@ -104,7 +111,26 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m certs") -> int
             print(f"{prog} bundle: {exc}", file=sys.stderr)
             return 2
         return 0
+    if args.command == "secret":
+        return _secret(args, prog=prog)
     return _inject(args, prog=prog)
+
+
+def _secret(args: argparse.Namespace, *, prog: str) -> int:
+    import logging
+    from pathlib import Path
+
+    from certs.secret import ensure_secret
+
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        done = ensure_secret(_api_client(args.kubeconfig), directory=Path(args.dir),
+                             name=args.name, namespace=args.namespace)
+    except Exception as exc:  # one line for the operator, never a traceback
+        print(f"{prog} secret: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    print(f"Secret/{args.namespace}/{args.name}: {done}")
+    return 0
 
 
 def _inject(args: argparse.Namespace, *, prog: str) -> int:
