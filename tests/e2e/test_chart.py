@@ -2,7 +2,7 @@
 template` with the default values and each certificate source applied as a server-side
 dry run (the cert-manager and monitoring.coreos.com CRDs from their projects' modules,
 hack/k8s/build.sh crds), the same objects as manifests/ for the same settings, and the
-hook Job's `python -m certs` run end to end on a plane of its own: Secret created, CA
+hook Job's `rollgate certs` run end to end on a plane of its own: Secret created, CA
 injected, and the webhook serving with that certificate through the API server."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ warning when it is not what the location reads as, the denial when there is none
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from schemas.hosts import HostError, fetch_url, host_form, host_problem, host_warning
