@@ -1,4 +1,5 @@
-# Image for both processes: `python -m webhook` and `python -m reconciler`
+# Image for both processes: `python -m webhook` and `python -m reconciler` (also
+# `rollgate webhook|reconciler|certs`)
 # (manifests/ set the command). Runs as a non-root user with a read-only root
 # filesystem; /tmp is an emptyDir in the Deployments.
 FROM python:3.11-slim
@@ -10,5 +11,6 @@ COPY webhook webhook
 COPY reconciler reconciler
 COPY certs certs
 COPY kubekit kubekit
+COPY rollgate rollgate
 RUN pip install --no-cache-dir . && rm -rf /root/.cache
 USER 65532:65532

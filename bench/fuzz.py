@@ -7,6 +7,9 @@ mutations: values replaced by JSON of another type, odd numbers and strings (hug
 control characters, right-to-left marks, non-ASCII), keys deleted or added, lists
 duplicated, the envelope broken, and one in five also mangled as bytes (truncated, a
 byte flipped, bytes inserted, non-UTF-8, UTF-16). One in ten bodies goes chunked.
+With ``--oversize-every N`` about one request in N is instead a body over the 8 MiB
+limit (8-12 MiB, sent whole with ``Content-Length`` before the answer is read), which
+must get the 413 with ``Connection: close`` (issue 19: under load some got a TLS EOF).
 
 The oracle is the HTTP contract (README "Hostile and broken clients"): a body that is
 an AdmissionReview (JSON object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request
@@ -16,6 +19,7 @@ anything else must get a 400. It fails (exit 1) on any 5xx, any dropped connecti
 any answer that breaks that rule, printing the first few offending requests.
 
     .venv/bin/python bench/fuzz.py [--requests 100000] [--seed 1] [--clients 2] [--threads 4]
+                                   [--oversize-every 0]
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ API_VERSION = "admission.k8s.io/v1"
 ENDPOINTS = ("/validate/stages", "/mutate/stages", "/validate/rolloutmanagers",
              "/mutate/rolloutmanagers")
 KEEP_FAILURES = 10
+LIMIT = 8 * 1024 * 1024  # the server's body limit (webhook.config.MAX_BODY_BYTES)
 
 
 def _seeds() -> dict[str, list[dict[str, Any]]]:
@@ -69,7 +74,9 @@ def _seeds() -> dict[str, list[dict[str, Any]]]:
 WEIRD_STRINGS = ["", " ", "x" * 300, "succès-rate ✓", "\u202eevil", "a\x00b", "line\nbreak",
                  "../../etc/passwd", "HTTP://EXAMPLE.COM/P", "${{ vars.x }}", "💥" * 50,
                  "kargo.akuity.io/reverify", "0" * 64, "A" * 64 + " ", "file://host/x",
-                 "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")]
+                 "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
+                 # plugin hosts: a look-alike with an ideographic full stop; no valid host
+                 "https://g\u0456thub.com\u3002io/p", "https://xn--zz..%41/p"]
 WEIRD_NUMBERS = [0, -1, 1.5, -0.0, 2**63, 2**64 + 1, 10**40, 1e308, 8080]
 
 
@@ -200,8 +207,19 @@ def depth(value: Any) -> int:
 DEEP = 800
 
 
-def judge(raw: bytes, status: int, body: bytes) -> str:
+def oversized_body(rng: random.Random) -> bytes:
+    """A review with a string that takes it over the body limit by up to 4 MiB."""
+    pad = b"a" * (LIMIT + rng.randrange(1, 4 * 1024 * 1024))
+    return b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "x": "' \
+        + pad + b'"}'
+
+
+def judge(raw: bytes, status: int, body: bytes, connection: str | None = None) -> str:
     """The outcome class of one answer; "wrong: ..." when it breaks the contract."""
+    if len(raw) > LIMIT:
+        if status == 413 and connection == "close":
+            return "refused 413 (body over 8 MiB)"
+        return f"wrong: HTTP {status} (Connection: {connection}) for a body over 8 MiB"
     if status >= 500:
         return f"wrong: HTTP {status}"
     uid = expected_uid(raw)
@@ -231,7 +249,8 @@ def judge(raw: bytes, status: int, body: bytes) -> str:
 # ------------------------------------------------------------------ clients
 
 
-def _client(port: int, ca_file: str, seed: int, count: int, threads: int) -> dict[str, Any]:
+def _client(port: int, ca_file: str, seed: int, count: int, threads: int,
+            oversize_every: int = 0) -> dict[str, Any]:
     """One client process: ``threads`` kept-alive HTTPS connections sharing ``count``."""
     import ssl
 
@@ -248,7 +267,10 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int) -> dic
         for _ in range(count // threads):
             path = rng.choice(ENDPOINTS)
             raw = fuzzed_body(rng.choice(seeds[path]), rng)
-            chunked = rng.random() < 0.1
+            oversize = oversize_every > 0 and rng.randrange(oversize_every) == 0
+            if oversize:
+                raw = oversized_body(rng)
+            chunked = not oversize and rng.random() < 0.1
             headers = {"Content-Type": rng.choice(["application/json", "text/plain",
                                                    "application/json; charset=utf-8"])}
             try:
@@ -260,7 +282,7 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int) -> dic
                     conn.request("POST", path, body=raw, headers=headers)
                 resp = conn.getresponse()
                 answer = resp.read()
-                outcome = judge(raw, resp.status, answer)
+                outcome = judge(raw, resp.status, answer, resp.getheader("Connection"))
             except (OSError, http.client.HTTPException) as exc:
                 outcome = f"wrong: dropped connection ({type(exc).__name__})"
                 answer = b""
@@ -268,6 +290,8 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int) -> dic
             with lock:
                 outcomes[outcome] += 1
                 per_endpoint[path] += 1
+                if oversize:
+                    per_endpoint["(over 8 MiB)"] += 1
                 if outcome.startswith("wrong") and len(failures) < KEEP_FAILURES:
                     failures.append(f"{outcome}: POST {path} {raw[:200]!r}... "
                                     f"({len(raw)} bytes) -> {answer[:200]!r}")
@@ -287,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument("--threads", type=int, default=4, help="connections per client process")
+    p.add_argument("--oversize-every", type=int, default=0, metavar="N",
+                   help="about one request in N is a body over 8 MiB (0: none)")
     args = p.parse_args(argv)
 
     per_client = args.requests // args.clients
@@ -298,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             with ctx.Pool(args.clients) as pool:
                 parts = pool.starmap(_client, [
                     (server.port, str(server.paths.ca_cert), args.seed + i, per_client,
-                     args.threads) for i in range(args.clients)])
+                     args.threads, args.oversize_every) for i in range(args.clients)])
         finally:
             took = time.perf_counter() - started
             server.stop()

@@ -462,7 +462,8 @@ def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
     started: list[controlplane.ManagedProcess] = []
     try:
         if with_kargo:
-            proc = plane.start_kargo_controller(name=f"kargo-controller-{key}-{run}")
+            proc = plane.start_kargo_controller(name=f"kargo-controller-{key}-{run}",
+                                                env=dict(args.kargo_env))
             started.append(proc)
             measured["kargo"] = Process(proc)
         if key == "b":
@@ -691,6 +692,13 @@ def markdown(results: list[Result], late: float) -> str:
     return "\n".join(lines)
 
 
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stages", type=int, default=50)
@@ -700,6 +708,10 @@ def main() -> int:
                    help="comma list of a, b, c, c-paced (in this order; c-paced needs a)")
     p.add_argument("--workers", type=int, default=4, help="rollgate's workers (Kargo's "
                    "MAX_CONCURRENT_STAGE_RECONCILES defaults to 4)")
+    p.add_argument("--kargo-env", action="append", default=[], type=_env_pair,
+                   metavar="KEY=VALUE",
+                   help="extra environment for the Kargo controller, repeatable (e.g. "
+                        "KUBE_API_QPS=500: Kargo's client defaults to 50 QPS, burst 300)")
     p.add_argument("--kargo-timeout", type=float, default=330.0,
                    help="seconds the Kargo scenarios wait for every Verified=True (its "
                         "requeue is 5 minutes)")

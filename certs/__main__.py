@@ -3,8 +3,9 @@
     python -m certs generate --out-dir DIR [--service S] [--namespace N] [--san X]...
     python -m certs bundle --ca-file DIR/ca.crt
     python -m certs inject [--kubeconfig F] --ca-file DIR/ca.crt [--validating rollgate] ...
+    python -m certs secret [--kubeconfig F] --dir DIR [--name N] [--namespace N]
 
-``inject`` talks to the cluster kubectl would: ``--kubeconfig``, else the in-cluster
+``inject`` and ``secret`` talk to the cluster kubectl would: ``--kubeconfig``, else the in-cluster
 config inside a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. Errors are one line on
 stderr: exit 2 for a CA file that cannot be read, 1 for anything on the cluster side.
 """
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m certs", description=__doc__.splitlines()[0])
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="write ca.crt ca.key tls.crt tls.key")
@@ -50,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="ValidatingWebhookConfiguration name (repeatable; default rollgate)")
     i.add_argument("--mutating", action="append", default=None,
                    help="MutatingWebhookConfiguration name (repeatable; default rollgate)")
+    s = sub.add_parser("secret", help="create the TLS Secret from DIR unless it exists; "
+                       "leave the Secret's CA in DIR/ca.crt")
+    s.add_argument("--kubeconfig", default=None)
+    s.add_argument("--dir", required=True, help="where generate wrote the files")
+    s.add_argument("--name", default="rollgate-webhook-tls")
+    s.add_argument("--namespace", default="rollgate-system")
     return p
 
 
@@ -85,8 +92,10 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, *, prog: str = "python -m certs") -> int:
+    """``prog``: how the user called it (``rollgate certs`` or ``python -m certs``), for
+    the usage and error lines."""
+    args = _parser(prog).parse_args(argv)
     if args.command == "generate":
         paths = generate(
             args.out_dir, service=args.service, namespace=args.namespace,
@@ -99,13 +108,32 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(ca_bundle(args.ca_file))
         except (OSError, ValueError) as exc:
-            print(f"python -m certs bundle: {exc}", file=sys.stderr)
+            print(f"{prog} bundle: {exc}", file=sys.stderr)
             return 2
         return 0
-    return _inject(args)
+    if args.command == "secret":
+        return _secret(args, prog=prog)
+    return _inject(args, prog=prog)
 
 
-def _inject(args: argparse.Namespace) -> int:
+def _secret(args: argparse.Namespace, *, prog: str) -> int:
+    import logging
+    from pathlib import Path
+
+    from certs.secret import ensure_secret
+
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        done = ensure_secret(_api_client(args.kubeconfig), directory=Path(args.dir),
+                             name=args.name, namespace=args.namespace)
+    except Exception as exc:  # one line for the operator, never a traceback
+        print(f"{prog} secret: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    print(f"Secret/{args.namespace}/{args.name}: {done}")
+    return 0
+
+
+def _inject(args: argparse.Namespace, *, prog: str) -> int:
     import logging
 
     # The client retries a refused connection and urllib3 logs each retry to stderr.
@@ -113,10 +141,10 @@ def _inject(args: argparse.Namespace) -> int:
     try:
         bundle = ca_bundle(args.ca_file)
     except (OSError, ValueError) as exc:
-        print(f"python -m certs inject: {exc}", file=sys.stderr)
+        print(f"{prog} inject: {exc}", file=sys.stderr)
         return 2
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        print(f"python -m certs inject: {args.kubeconfig}: no such file", file=sys.stderr)
+        print(f"{prog} inject: {args.kubeconfig}: no such file", file=sys.stderr)
         return 2
     from certs.inject import inject
 
@@ -128,7 +156,7 @@ def _inject(args: argparse.Namespace) -> int:
             mutating=args.mutating or ["rollgate"],
         )
     except Exception as exc:  # any failure is one line for the operator, never a traceback
-        print(f"python -m certs inject: {_one_line(exc)}", file=sys.stderr)
+        print(f"{prog} inject: {_one_line(exc)}", file=sys.stderr)
         return 1
     for item in done:
         print(f"{item}: caBundle set")

@@ -212,6 +212,8 @@ def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedPro
         "In another shell:",
         f"  export KUBECONFIG={shlex.quote(str(plane.kubeconfig))}",
         f"  export PATH={shlex.quote(str(kubectl_dir))}:$PATH   # kubectl matching the server",
+        f"  source {shlex.quote(str(REPO / '.venv' / 'bin' / 'activate'))}"
+        "   # rollgate and kubectl-rollgate",
         "",
         "Try:",
         f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
@@ -227,6 +229,7 @@ def banner(plane: controlplane.ControlPlane, reconciler: controlplane.ManagedPro
         f"  kubectl get -n {ns} analysisruns",
         f"  kubectl wait -n {ns} stage/{DEMO_STAGE} --for=condition=Verified --timeout=60s",
         f"  kubectl get -n {ns} stage {DEMO_STAGE} -o yaml  # verificationHistory",
+        f"  kubectl rollgate explain stage {DEMO_STAGE} -n {ns}   # all of it as one timeline",
         f"  kubectl get -n {ns} freight -o jsonpath='{{.items[*].status.verifiedIn}}'",
         "",
         "Ctrl-C stops everything.",

@@ -261,3 +261,8 @@ def rollouts_manager_env(base: Mapping[str, str], kubeconfig: Path, *,
         "OPENSHIFT_ROUTE_PLUGIN_LOCATION": openshift_plugin,
     })
     return env
+
+
+def exprcheck_binary() -> Path:
+    """hack/exprcheck: expr-lang as Kargo uses it, the oracle of the expression tests."""
+    return _binary("exprcheck", f"exprcheck-{versions.expr_lang()}")

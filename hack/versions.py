@@ -56,3 +56,7 @@ def argo_rollouts() -> str:
 
 def argo_rollouts_manager() -> str:
     return get("ARGO_ROLLOUTS_MANAGER_VERSION")
+
+
+def expr_lang() -> str:
+    return get("EXPR_LANG_VERSION")

@@ -31,19 +31,23 @@ from kubernetes.config.config_exception import ConfigException
 
 
 def load_api_client(
-    kubeconfig: str | None, *, pool_size: int | None = None, default_kubeconfig: bool = True
+    kubeconfig: str | None, *, pool_size: int | None = None, default_kubeconfig: bool = True,
+    context: str | None = None,
 ) -> ApiClient:
     """ApiClient for ``kubeconfig``, else in-cluster, else the default kubeconfig.
 
     ``pool_size``: connections kept per host (None: the client's default).
+    ``context``: a kubeconfig context other than the current one (``--context``, as
+    kubectl's); with it the in-cluster config is never used.
     """
     cfg = Configuration()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_kube_config(config_file=kubeconfig, context=context,
+                                client_configuration=cfg)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST") and context is None:
         config.load_incluster_config(client_configuration=cfg)
-    elif default_kubeconfig:
-        config.load_kube_config(client_configuration=cfg)
+    elif default_kubeconfig or context is not None:
+        config.load_kube_config(context=context, client_configuration=cfg)
     else:
         raise ConfigException("no kubeconfig given and not running in a cluster")
     if pool_size is not None:

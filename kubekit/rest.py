@@ -264,12 +264,29 @@ def status_of(exc: ApiException) -> dict[str, Any]:
 
 def brief(exc: BaseException) -> str:
     """One log line for an error: an API error's status, reason and the API server's
-    message, never the response headers and body ``str(ApiException)`` prints."""
+    message, never the response headers and body ``str(ApiException)`` prints (they
+    would land, escaped, inside a JSON log line's ``msg``). Whitespace in the message,
+    newlines too, is folded, so the line stays one line."""
     if isinstance(exc, ApiException):
         message = status_of(exc).get("message")
         head = f"HTTP {exc.status} {exc.reason}" if exc.status else str(exc.reason)
-        return f"{head}: {message}" if message else head
-    return f"{type(exc).__name__}: {exc}"
+        if isinstance(message, str) and message.strip():
+            return f"{head}: {' '.join(message.split())}"
+        return head
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def namespace_terminating(exc: BaseException) -> bool:
+    """A 403 because the namespace is being deleted (the API server's cause
+    ``NamespaceTerminating``: "unable to create new content in namespace X because it is
+    being terminated"). Nothing is wrong then: what was to be written goes away with the
+    namespace, so callers log it at debug level, not as a warning."""
+    if not isinstance(exc, ApiException) or exc.status != 403:
+        return False
+    details = status_of(exc).get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return isinstance(causes, list) and any(
+        isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
 
 
 def reason_of(exc: ApiException) -> str:

@@ -76,9 +76,9 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m reconciler") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m reconciler",
+        prog=prog,
         description="rollgate reconciler: Stage verification and RolloutManager plugins",
     )
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
@@ -145,8 +145,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = parser()
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m reconciler") -> int:
+    """``prog``: how the user called it (``rollgate reconciler`` or ``python -m
+    reconciler``)."""
+    p = parser(prog)
     args = p.parse_args(argv)
     if args.stage_verification == "engine" and (args.shard or args.default_shard):
         # Engine mode cleans up after Stages it cannot see; narrowed to a shard it would

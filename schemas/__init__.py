@@ -12,7 +12,7 @@ else in rollgate imports (see schemas/README.md for the table of modules).
 from __future__ import annotations
 
 from schemas import constants
-from schemas.defaults import default_patch, rollout_manager_default_patch
+from schemas.defaults import default_patch, default_warnings, rollout_manager_default_patch
 from schemas.dispatch import check
 from schemas.findings import Finding, Key, errors, render_path, warnings
 from schemas.lookups import LookupUnavailable
@@ -31,6 +31,7 @@ __all__ = [
     "check_stage",
     "constants",
     "default_patch",
+    "default_warnings",
     "errors",
     "normalize_analysis",
     "normalize_plugins",

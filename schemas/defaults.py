@@ -32,10 +32,9 @@ def _get(obj: object, *keys: str) -> object:
     return obj
 
 
-def rollout_manager_default_patch(rm: Any) -> list[Op]:
-    """sha256 trimmed and lower-cased (removed when that leaves ""), because Argo Rollouts
-    compares the digest it computes, lower-case hex, with the string as written."""
-    ops: list[Op] = []
+def _sha256_changes(rm: Any) -> list[tuple[str, int, str, str]]:
+    """(plugin list, index, sha256 as written, as stored) of every digest to normalise."""
+    changes: list[tuple[str, int, str, str]] = []
     for list_name in PLUGIN_LISTS:
         entries = _get(rm, "spec", "plugins", list_name)
         if not isinstance(entries, list):
@@ -45,12 +44,44 @@ def rollout_manager_default_patch(rm: Any) -> list[Op]:
                 continue
             raw = entry["sha256"]
             digest = normalize_sha256(raw)
-            pointer = to_pointer(("spec", "plugins", list_name, index, "sha256"))
-            if not digest:
-                ops.append({"op": "remove", "path": pointer})
-            elif digest != raw:
-                ops.append({"op": "replace", "path": pointer, "value": digest})
+            if digest != raw:
+                changes.append((list_name, index, raw, digest))
+    return changes
+
+
+def rollout_manager_default_patch(rm: Any) -> list[Op]:
+    """sha256 trimmed and lower-cased (removed when that leaves ""), because Argo Rollouts
+    compares the digest it computes, lower-case hex, with the string as written."""
+    ops: list[Op] = []
+    for list_name, index, _, digest in _sha256_changes(rm):
+        pointer = to_pointer(("spec", "plugins", list_name, index, "sha256"))
+        if not digest:
+            ops.append({"op": "remove", "path": pointer})
+        else:
+            ops.append({"op": "replace", "path": pointer, "value": digest})
     return ops
+
+
+def default_warnings(obj: Any) -> list[str]:
+    """One warning per value the default patch changes, naming what is stored.
+
+    The stored value differs from the manifest, so a client-side ``kubectl apply`` sends
+    the written value again on every apply (``configured``, never ``unchanged``) and Argo
+    CD's default diff shows the object OutOfSync for ever; the fix is in the manifest,
+    so the warning says what to write there (README "GitOps: re-applying a manifest")."""
+    if not isinstance(obj, dict) or obj.get("kind") != KIND_ROLLOUT_MANAGER:
+        return []
+    found = []
+    for list_name, index, _, digest in _sha256_changes(obj):
+        field = f"spec.plugins.{list_name}[{index}].sha256"
+        if digest:
+            found.append(f'{field}: stored as "{digest}" (trimmed and lower-cased, as Argo '
+                         "Rollouts compares it); write it so in the manifest, or every "
+                         "apply and sync sees a change")
+        else:
+            found.append(f"{field}: blank, so it is removed; leave it out of the manifest, "
+                         "or every apply and sync sees a change")
+    return found
 
 
 def default_patch(obj: Any) -> list[Op]:

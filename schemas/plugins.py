@@ -9,9 +9,7 @@ can be caught at submit time is.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import socket
 import unicodedata
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,6 +17,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 from schemas.compiled import PLUGINS_VALIDATOR
 from schemas.findings import Finding, Path, sort_findings
+from schemas.hosts import host_form, host_problem, host_warning, ip_address_of, netloc_host
 from schemas.limits import oversized
 from schemas.lookups import LookupUnavailable, RolloutManagerLookup
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
@@ -41,8 +40,6 @@ MAX_LOCATION = 2048
 # tag characters) plus the blank letters and joiners that are not Cf.
 _INVISIBLE_EXTRA = frozenset("\u034f\u115f\u1160\u2800\u3164\uffa0")
 _VARIATION_SELECTORS = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF))
-# A host Go's resolver may still read as an IPv4 address ("127.1", "0x7f000001").
-_NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")
 CLUSTER_SUFFIXES = (".svc", ".cluster.local")
 
 
@@ -141,7 +138,7 @@ def location_problem(location: str, *, allow_http: bool) -> str | None:
     if scheme in REMOTE_SCHEMES:
         if not parts.hostname:
             return f"needs a host: {scheme}://<host>/<path>"
-        return None
+        return host_problem(netloc_host(parts.netloc))
     if parts.netloc:
         return (
             f"{short(location)} is not an absolute path: Argo Rollouts joins host and path, "
@@ -158,42 +155,22 @@ def location_problem(location: str, *, allow_http: bool) -> str | None:
     return None
 
 
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    address = host.split("%", 1)[0]  # an IPv6 zone id is not the address
-    if ":" not in address and not _NUMERIC_HOST.fullmatch(address):
-        # Neither IPv6 (which has a colon) nor any IPv4 form: a DNS name, decided
-        # without the two exceptions ip_address raises for one.
-        return None
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        if not _NUMERIC_HOST.fullmatch(host) or not any(c.isdigit() for c in host):
-            return None
-        try:
-            # Shorthand forms ("127.1", "2130706433") that getaddrinfo accepts; a pure
-            # parse, no look-up.
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
-
-def host_concern(hostname: str) -> str | None:
+def host_concern(hostname: str, *, fetched: str | None = None) -> str | None:
     """Why a download host deserves a second look (a warning), or None.
 
     Argo Rollouts downloads from inside its pod, on the cluster network: a loopback
     address is that pod itself, a link-local one the node's (or the cloud metadata
     service), and a cluster-internal name whatever Service holds it in this cluster.
+    Decided on ``fetched``, the ASCII form (localhost written in full-width letters
+    is localhost), and worded with the host as written.
     """
-    concern = _host_concern(hostname.lower().rstrip("."))
+    concern = _host_concern((fetched or hostname).lower().rstrip("."))
     # Quoted only for a warning: most hosts are plain public names.
     return None if concern is None else f"host {short(hostname)} {concern}"
 
 
 def _host_concern(host: str) -> str | None:
-    ip = _ip(host)
+    ip = ip_address_of(host.strip("[]"))
     if ip is not None:
         if ip.is_loopback or ip.is_unspecified:
             return ("is a loopback address: Argo Rollouts downloads from inside its own pod, "
@@ -219,7 +196,11 @@ def location_warnings(location: str) -> Iterator[str]:
         return
     remote = parts.scheme.lower() in REMOTE_SCHEMES
     if remote and parts.hostname:
-        concern = host_concern(parts.hostname)
+        written = netloc_host(parts.netloc)
+        differs = host_warning(written)
+        if differs:
+            yield differs
+        concern = host_concern(parts.hostname, fetched=host_form(written).ascii)
         if concern:
             yield concern
     if parts.query:
@@ -310,6 +291,24 @@ def _operator_refuses(plugins: dict[str, Any]) -> Iterator[Finding]:
                 f"{OPERATOR_OWN_PLUGIN} (it adds that plugin itself): where the operator "
                 "runs, it renders nothing of this spec (an edited one keeps its previous "
                 "plugins, a new one never gets its Deployment); remove the entry there",
+                warning=True,
+            )
+
+
+def _operator_name_collision(plugins: dict[str, Any]) -> Iterator[Finding]:
+    """argo-rollouts-manager (v0.0.9) refuses the name only among traffic plugins, and
+    always renders its own traffic plugin of that name: a metric plugin of that name then
+    shares ``plugin-bin/argoproj-labs/openshift`` with it in Argo Rollouts. A warning:
+    without the operator the name is free."""
+    entries = plugins.get("metric")
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("name") == OPERATOR_OWN_PLUGIN:
+            yield Finding(
+                path=("spec", "plugins", "metric", index, "name"),
+                message=f"argo-rollouts-manager always adds its own traffic plugin "
+                f"{OPERATOR_OWN_PLUGIN}: where the operator runs, this metric plugin gets "
+                "the same name in the other list, and Argo Rollouts stores both binaries at "
+                f"plugin-bin/{OPERATOR_OWN_PLUGIN}; rename it there",
                 warning=True,
             )
 
@@ -431,6 +430,7 @@ def check_rollout_manager(
                     )
         findings.extend(_duplicate_names(plugins))
         findings.extend(_operator_refuses(plugins))
+        findings.extend(_operator_name_collision(plugins))
     if rollout_managers is not None and not any(not f.warning for f in findings):
         findings.extend(_second_manager(rm, rollout_managers))
     return sort_findings(findings)

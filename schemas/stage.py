@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from schemas.arg_expressions import arg_expression_findings, stage_var_names
 from schemas.compiled import STAGE_VALIDATOR
 from schemas.constants import (
     KIND_ANALYSIS_TEMPLATE,
@@ -71,6 +72,9 @@ def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None) ->
             body = spec[spelling]
             if isinstance(body, dict):
                 findings.extend(_stanza_rules(("spec", spelling), spelling, body))
+                findings.extend(arg_expression_findings(
+                    ("spec", spelling, "args"), body.get("args"),
+                    var_names=stage_var_names(spec)))
     if template_lookup is not None and not errors(findings):
         findings.extend(template_warnings(stage, lookup=template_lookup))
     return sort_findings(findings)

@@ -29,11 +29,16 @@ def sha256(body: bytes) -> str:
 class PluginServer:
     """An HTTP(S) server in a thread; ``tls=False`` makes the plain-http one."""
 
-    def __init__(self, directory: Path, *, tls: bool = True) -> None:
+    def __init__(self, directory: Path, *, tls: bool = True, names: tuple[str, ...] = ()
+                 ) -> None:
+        """``names``: more DNS names the certificate is for (reached through a proxy
+        that resolves them to 127.0.0.1)."""
         self.directory = directory
         self.tls = tls
+        self.names = names
         self.routes: dict[str, tuple[str, Any]] = {}
         self.requests: list[str] = []  # paths asked for, in order
+        self.hosts: list[str] = []  # the Host header of each request
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -45,7 +50,7 @@ class PluginServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         ca, ca_key = build_ca(common_name="rollgate test plugins CA", days=1)
         cert, key = issue_certificate(
-            ca, ca_key, common_name="127.0.0.1", sans=["127.0.0.1", "localhost"],
+            ca, ca_key, common_name="127.0.0.1", sans=["127.0.0.1", "localhost", *self.names],
             server=True, days=1,
         )
         self.ca_file.write_bytes(cert_pem(ca))
@@ -83,6 +88,7 @@ class PluginServer:
 
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
+                outer.hosts.append(self.headers.get("Host", ""))
                 kind, value = outer.routes.get(self.path, ("missing", None))
                 if kind == "body":
                     self.send_response(200)

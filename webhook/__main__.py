@@ -27,8 +27,9 @@ BENCH_NOOP_ENV = "ROLLGATE_WEBHOOK_BENCH_NOOP"
 _DEFAULTS = Limits()
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m webhook", description=__doc__.splitlines()[0])
+def parse_args(argv: list[str] | None = None, *, prog: str = "python -m webhook"
+               ) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT (default 0.0.0.0:8443)")
     p.add_argument("--tls-cert-file", required=True)
     p.add_argument("--tls-key-file", required=True)
@@ -80,15 +81,16 @@ def webhook_config(args: argparse.Namespace) -> WebhookConfig:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> int:
+    """``prog``: how the user called it (``rollgate webhook`` or ``python -m webhook``)."""
+    args = parse_args(argv, prog=prog)
     if args.max_connections < 1 or args.request_timeout <= 0:
-        print("python -m webhook: --max-connections and --request-timeout must be positive",
+        print(f"{prog}: --max-connections and --request-timeout must be positive",
               file=sys.stderr)
         return 2
     for path in (args.tls_cert_file, args.tls_key_file):
         if not os.path.isfile(path):
-            print(f"python -m webhook: {path}: no such file", file=sys.stderr)
+            print(f"{prog}: {path}: no such file", file=sys.stderr)
             return 2
     # Before anything imports prometheus-client: workers share metrics through files.
     own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ

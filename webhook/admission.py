@@ -343,7 +343,9 @@ def validate(request: AdmissionRequest, *, resource: str, lookups: Lookups,
 
 
 def mutate(request: AdmissionRequest, *, resource: str) -> Outcome:
-    """The mutating decision: defaults as a JSONPatch; never denies, never warns."""
+    """The mutating decision: defaults as a JSONPatch, with one warning per changed value
+    naming what is stored (so the manifest can say so and re-apply as ``unchanged``);
+    never denies."""
     uid = request["uid"]
     obj = _is_checked(request, resource)
     if obj is None:
@@ -356,11 +358,12 @@ def mutate(request: AdmissionRequest, *, resource: str) -> Outcome:
         return Outcome(allow(uid), "allowed")
     try:
         ops = schemas.default_patch(obj)
+        notes = [_clip(text) for text in schemas.default_warnings(obj)][:MAX_WARNINGS]
     except RecursionError:  # see validate(); mutation never denies
-        ops = []
+        ops, notes = [], []
     if not ops:
         return Outcome(allow(uid), "allowed")
-    return Outcome(allow(uid, patch=ops), "patched")
+    return Outcome(allow(uid, patch=ops, warnings=notes), "patched")
 
 
 def review(body: Any, *, action: Action, resource: str, lookups: Lookups | None = None,

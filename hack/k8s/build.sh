@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real binaries the e2e tests and `make dev` run: etcd, kube-apiserver,
 # kube-controller-manager and a version-matched kubectl, plus the Argo Rollouts
-# controller and its sample metric plugin. They are built from the published Go
+# controller and its sample metric plugin, and `exprcheck` (hack/exprcheck: the
+# expr-lang version Kargo uses, the tests' oracle for Kargo expressions). They are built from the published Go
 # modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
 # module proxy. Versions come from hack/versions.env.
 #
@@ -14,19 +15,30 @@
 # cache, never into the tree. A missing tree is reported in one line (what to clone)
 # and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|kargo|rollouts-manager]   (default: all)
+# helm (cmd/helm of the helm.sh/helm/v3 module, wrapper module hack/helm) runs the
+# chart's tests (helm lint, helm template). `crds` copies the CRDs the chart's optional
+# objects need on the test plane out of the published modules (nothing is compiled):
+# cert-manager's (deploy/crds of github.com/cert-manager/cert-manager) and the
+# Prometheus Operator's ServiceMonitor and PrometheusRule (example/prometheus-operator-crd
+# of github.com/prometheus-operator/prometheus-operator).
+#
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
+#   exprcheck-<expr-lang version>/     exprcheck
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
+#   helm-<helm version>/               helm
+#   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
+#   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
 # Binaries already there are reused when they run and report the pinned version (for
 # the two built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all six by default) are checked in that one directory.
+# (all seven by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +49,10 @@ version="${KUBERNETES_VERSION}"
 rollouts_version="${ARGO_ROLLOUTS_VERSION}"
 kargo_version="${KARGO_VERSION}"
 manager_version="${ARGO_ROLLOUTS_MANAGER_VERSION}"
+expr_version="${EXPR_LANG_VERSION}"
+helm_version="${HELM_VERSION}"
+cert_manager_version="${CERT_MANAGER_VERSION}"
+prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
 repo="$(dirname "${hack}")"
 kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
 manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
@@ -50,8 +66,13 @@ out="${cache}/${version}"
 rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
+expr_out="${cache}/exprcheck-${expr_version}"
+helm_out="${cache}/helm-${helm_version}"
+cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
+monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
+helm_binaries=(helm)
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
 
@@ -85,11 +106,15 @@ what="${1:-all}"
 upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
-         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck "${helm_binaries[@]}"
+                   ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
+    exprcheck) binaries=(exprcheck) ;;
+    helm) binaries=("${helm_binaries[@]}") ;;
+    crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -97,6 +122,8 @@ dest_dir() {
         rollouts-controller | metrics-plugin-sample) printf '%s' "${rollouts_out}" ;;
         kargo) printf '%s' "${kargo_out}" ;;
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
+        exprcheck) printf '%s' "${expr_out}" ;;
+        helm) printf '%s' "${helm_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
 }
@@ -130,6 +157,12 @@ works() {
             [[ "${out}" == *"This binary is a plugin"* ]]
             return ;;
         kargo) out="$("${bin}" version 2>&1)" || return 1 ;;
+        # One JSON line in, one out; its version is its directory's (go.mod is pinned).
+        exprcheck)
+            out="$(printf '{"template":"${{ 1 }}"}\n' | "${bin}" 2>&1)" || return 1
+            [[ "${out}" == *'"compiles":true'* ]]
+            return ;;
+        helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
         # Go's flag package answers -h with the usage and exit 0; the version is the
         # tree's, checked by its digest below.
         argo-rollouts-manager)
@@ -143,13 +176,14 @@ works() {
             [[ "$(basename "${bin}")" != kargo || "${out}" == *"\"${kargo_version}\""* ]] ;;
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
         rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
+        helm) [[ "${out}" == "${helm_version}+"* ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
     esac
 }
 
 if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
-    for b in "${binaries[@]}"; do
+    for b in ${binaries[@]+"${binaries[@]}"}; do
         # Prebuilt upstream binaries are taken as they are: no tree to compare with.
         if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager ]] \
             && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
@@ -164,7 +198,7 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     exit "${missing}"
 fi
 
-command -v go >/dev/null || { log "go is not installed (needed to build ${binaries[*]})"; exit 1; }
+command -v go >/dev/null || { log "go is not installed (needed to build ${binaries[*]:-crds})"; exit 1; }
 command -v flock >/dev/null || { log "flock (util-linux) is not installed (needed to lock ${cache})"; exit 1; }
 
 # go.mod cannot read versions.env, so a wrapper module that pins something else is
@@ -179,6 +213,8 @@ check_pin() {
 }
 check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
+check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
+check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
 
 mkdir -p "${cache}"
 lock="${cache}/.build.lock"
@@ -206,6 +242,19 @@ ldflags_k8s="-s -w \
 ldflags_rollouts="-s -w \
  -X github.com/argoproj/argo-rollouts/utils/version.version=${rollouts_version#v} \
  -X github.com/argoproj/argo-rollouts/utils/version.buildDate=1970-01-01T00:00:00Z"
+
+# The variables upstream's Makefile sets: internal/version (`helm version` then reports
+# v<version>+unknown) and the Kubernetes version `helm lint` and `helm template` assume
+# without a cluster, from the client-go release helm requires (else v1.20.0).
+helm_k8s="$(required "${hack}/helm/go.mod" k8s.io/client-go)"
+helm_k8s="${helm_k8s#v0.}"
+ldflags_helm="-s -w \
+ -X helm.sh/helm/v3/internal/version.version=${helm_version} \
+ -X helm.sh/helm/v3/internal/version.metadata=unknown \
+ -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+ -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${helm_k8s%%.*} \
+ -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+ -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${helm_k8s%%.*}"
 
 started_all=${SECONDS}
 
@@ -276,6 +325,44 @@ if [[ "${what}" == all || "${what}" == rollouts ]]; then
     build metrics-plugin-sample "${hack}/rollouts" \
         github.com/argoproj/argo-rollouts/test/cmd/metrics-plugin-sample "${ldflags_rollouts}"
 fi
+if [[ "${what}" == all || "${what}" == exprcheck ]]; then
+    build exprcheck "${hack}/exprcheck" . "-s -w"
+fi
+if [[ "${what}" == all || "${what}" == helm ]]; then
+    build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
+fi
+
+# The YAML files `files` (globs) of `module`@`version`'s directory `from`, copied into
+# `dest`; a `.complete` marker written last makes an interrupted copy count as absent.
+copy_crds() {
+    local name="$1" module="$2" version="$3" from="$4" dest="$5" dir
+    shift 5
+    if [[ -f "${dest}/.complete" ]]; then
+        log "${name}: cached at ${dest}"
+        return 0
+    fi
+    log "${name}: downloading ${module}@${version} (module proxy)"
+    local started=${SECONDS}
+    dir="$(cd "${cache}" && GOFLAGS=-mod=mod go mod download -json "${module}@${version}" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    [[ -d "${dir}/${from}" ]] || { log "${name}: ${module}@${version} has no ${from}"; exit 1; }
+    rm -rf "${dest}" && mkdir -p "${dest}"
+    local f
+    for f in "$@"; do
+        cp "${dir}/${from}"/${f} "${dest}/"
+    done
+    chmod u+w "${dest}"/*.yaml
+    touch "${dest}/.complete"
+    log "${name}: $(find "${dest}" -name '*.yaml' | wc -l) CRDs in ${dest} ($((SECONDS - started))s)"
+}
+
+if [[ "${what}" == all || "${what}" == crds ]]; then
+    copy_crds cert-manager-crds github.com/cert-manager/cert-manager "${cert_manager_version}" \
+        deploy/crds "${cert_manager_crds}" '*.yaml'
+    copy_crds monitoring-crds github.com/prometheus-operator/prometheus-operator \
+        "${prometheus_operator_version}" example/prometheus-operator-crd "${monitoring_crds}" \
+        monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+fi
 
 for b in ${upstream[@]+"${upstream[@]}"}; do
     case "${b}" in
@@ -286,17 +373,23 @@ for b in ${upstream[@]+"${upstream[@]}"}; do
     esac
 done
 
-for b in "${binaries[@]}"; do
+for b in ${binaries[@]+"${binaries[@]}"}; do
     works "$(dest_dir "${b}")/${b}" "${trees[${b}]:-}" \
         || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
 done
 case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
+case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
+case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
+case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
 # stdout: the directory of what was asked for (the Kubernetes binaries' for `all`).
 case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
+    exprcheck) printf '%s\n' "${expr_out}" ;;
+    helm) printf '%s\n' "${helm_out}" ;;
+    crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;
     *) printf '%s\n' "${out}" ;;

@@ -45,11 +45,17 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.registry import Collector
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
-from kubekit.rest import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, is_not_found, status_of
+from kubekit.rest import (
+    APPLY_PATCH,
+    JSON_PATCH,
+    MERGE_PATCH,
+    is_not_found,
+    namespace_terminating,
+)
 from reconciler.payloads import ConditionStatus
 from reconciler.runtime.status import write_status
 from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, Watch, object_key
-from schemas.objects import Obj, as_dict, as_list, meta_of
+from schemas.objects import Obj, meta_of
 
 from . import decisions as dc
 from .audit import REASONS, AuditMemory, compare_with_operator, digest_findings
@@ -65,14 +71,6 @@ from .metrics import PluginMetrics
 from .render import CONFIG_MAP_NAME, InvalidPluginSpec, checksum, render_plugin_config
 
 log = logging.getLogger("reconciler.rollout_plugins")
-
-
-def namespace_terminating(exc: ApiException) -> bool:
-    """A 403 because the namespace is being deleted (cause ``NamespaceTerminating``)."""
-    if exc.status != 403:
-        return False
-    causes = as_list(as_dict(status_of(exc).get("details")).get("causes"))
-    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
 
 
 def with_kind(obj: Mapping[str, Any], resource: Resource) -> dict[str, Any]:

@@ -6,7 +6,10 @@ plugins..."``): the controller crash-loops and no Rollout in the namespace progr
 A well-formed wrong digest passes every static check, so the reconciler downloads the
 binary itself and compares before it writes anything that would restart the controller.
 ``file://`` locations are not checked (Argo Rollouts does not check them either, and the
-reconciler cannot see the controller's file system).
+reconciler cannot see the controller's file system). The download goes where Argo
+Rollouts' would: to the host's UTS #46 non-transitional ASCII form
+(``schemas.hosts.fetch_url``), never where Python's IDNA 2003 codec would map it
+(``straße.de`` is ``xn--strae-oqa.de`` to Go, ``strasse.de`` to Python), redirects too.
 
 Split for testing: ``https_fetcher`` is the only I/O (a ``Fetch``: location -> hex
 sha256 of the body, or ``DownloadError``); ``DigestVerifier`` adds the cache and turns
@@ -31,6 +34,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import schemas
+from schemas.hosts import HostError, fetch_url
 
 Fetch = Callable[[str], str]
 Outcome = Literal["verified", "mismatch", "failed"]
@@ -89,6 +93,13 @@ class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
                 f"HTTP {code} redirect to a {scheme or 'relative'}:// URL refused: "
                 "redirects are followed only to https"
             )
+        try:
+            # urllib has percent-encoded a non-ASCII host of the Location; Go decodes
+            # and maps it, and so does fetch_url.
+            newurl = fetch_url(newurl)
+        except HostError as exc:
+            fp.close()
+            raise DownloadError(f"HTTP {code} redirect refused: {exc}") from None
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -152,6 +163,10 @@ def https_fetcher(
         scheme = urlsplit(location).scheme.lower()
         if scheme not in schemes:
             raise DownloadError(f"{scheme}:// locations are not downloaded")
+        try:
+            url = fetch_url(location)
+        except HostError as exc:
+            raise DownloadError(str(exc)) from None
         deadline = time.monotonic() + limits.timeout
         try:
             opener = urllib.request.build_opener(
@@ -162,7 +177,7 @@ def https_fetcher(
         except (OSError, ssl.SSLError) as exc:
             raise DownloadError(f"CA file unusable: {_describe(exc)}") from None
         request = urllib.request.Request(
-            location, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+            url, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
         )
         try:
             with opener.open(request, timeout=min(limits.read_timeout, limits.timeout)) as resp:
@@ -306,17 +321,27 @@ class PluginDigest:
     def describe(self) -> str:
         """One line for a condition message or an event, with both digests."""
         c = self.check
+        where = _fetched_as(c.location)
         if c.outcome == "mismatch":
             return (
-                f"{self.path}.sha256: the binary at {c.location} has sha256 {c.actual}, "
+                f"{self.path}.sha256: the binary at {where} has sha256 {c.actual}, "
                 f"expected {c.expected}"
             )
         if c.outcome == "failed":
             return (
-                f"{self.path}.location: download of {c.location} failed: {c.reason} "
+                f"{self.path}.location: download of {where} failed: {c.reason} "
                 f"(expected sha256 {c.expected}, actual unknown)"
             )
         return f"{self.path}: sha256 {c.expected} verified"
+
+
+def _fetched_as(location: str) -> str:
+    """``location``, and the URL downloaded when that is another string."""
+    try:
+        url = fetch_url(location)
+    except HostError:
+        return location
+    return location if url == location else f"{location} (fetched as {url})"
 
 
 def checked_entries(rm: object, *, allow_http: bool) -> Iterator[tuple[str, str, str, str]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubekit.kinds import EVENT
+from kubekit.rest import brief, namespace_terminating
 from schemas.objects import meta_of
 
 from .types import Client
@@ -137,7 +138,18 @@ class Recorder:
                     time.sleep(0.05)
                 self.client.create(EVENT, event["metadata"]["namespace"], event)
             except Exception as exc:
-                log.warning("could not record event %s: %s",
-                            (event or {}).get("reason"), exc)
+                _log_failure(event, exc)
             finally:
                 self._queue.task_done()
+
+
+def _log_failure(event: Mapping[str, Any] | None, exc: BaseException) -> None:
+    """One line: the Event's reason and the API error's status, reason and message
+    (``kubekit.rest.brief``). An Event refused because its namespace is being deleted
+    is a debug line: the object it was about goes away with the namespace."""
+    reason = (event or {}).get("reason")
+    namespace = ((event or {}).get("metadata") or {}).get("namespace")
+    if namespace_terminating(exc):
+        log.debug("event %s not recorded: namespace %s is being deleted", reason, namespace)
+        return
+    log.warning("could not record event %s in namespace %s: %s", reason, namespace, brief(exc))

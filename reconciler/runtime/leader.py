@@ -173,7 +173,7 @@ class LeaderElector:
                               timeout=request_timeout(deadline))
             log.info("released leader lease", extra={"lease": f"{self.namespace}/{self.name}"})
         except Exception as exc:
-            log.warning("could not release leader lease: %s", exc)
+            log.warning("could not release leader lease: %s", brief(exc))
 
     # -- loop -------------------------------------------------------------------
     def run(self) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubekit.kinds import Resource
-from kubekit.rest import Rest, brief
+from kubekit.rest import Rest, brief, namespace_terminating
 from schemas.objects import Obj
 
 from .backoff import Backoff
@@ -96,9 +96,11 @@ class ControllerRunner:
             result = "error"
             self.metrics.errors.labels(self.name).inc()
             delay = self.queue.add_rate_limited(key)
-            log.warning(
-                "reconcile failed, retrying in %.1fs: %s", delay, brief(exc), extra=where,
-                exc_info=log.isEnabledFor(logging.DEBUG),
+            # A namespace being deleted refuses new content; the key goes away with it.
+            level = logging.DEBUG if namespace_terminating(exc) else logging.WARNING
+            log.log(
+                level, "reconcile failed, retrying in %.1fs: %s", delay, brief(exc),
+                extra=where, exc_info=log.isEnabledFor(logging.DEBUG),
             )
         finally:
             self.queue.done(key)

@@ -19,6 +19,13 @@ from typing import Any
 import schemas
 from kubekit.kinds import ANALYSIS_RUN, STAGE
 from schemas.constants import ANNOTATION_FREIGHT, ANNOTATION_REQUEST
+from schemas.expressions.evaluate import (
+    EVALUATED_FUNCTIONS,
+    EvaluationFailed,
+    NotEvaluated,
+    arg_value,
+    build_environment,
+)
 from schemas.lookups import TemplateLookup
 from schemas.objects import Obj, meta_of
 from schemas.references import (
@@ -209,6 +216,44 @@ def _apply_stage_args(
     return out
 
 
+def _stage_vars(stage: Mapping[str, Any]) -> list[tuple[str, str]]:
+    entries = (stage.get("spec") or {}).get("vars")
+    return [(str(v.get("name")), v.get("value") or "") for v in entries or []
+            if isinstance(v, dict) and v.get("name")]
+
+
+def _evaluated_args(
+    stage: Mapping[str, Any], stage_args: Sequence[Mapping[str, Any]], *, stanza_path: str
+) -> list[Obj]:
+    """The Stage's args with their Kargo expressions evaluated as Kargo would (README,
+    "Kargo expressions in verification args"): ``spec.vars`` first, in order, then each
+    non-empty value. What Kargo fails on, and what rollgate does not evaluate, is an
+    AnalysisBuildError naming the arg and the expression, never a literal pass-through."""
+    meta = meta_of(stage)
+    try:
+        env = build_environment(project=meta.get("namespace") or "",
+                                stage=meta.get("name") or "", stage_vars=_stage_vars(stage))
+    except ValueError as err:
+        raise AnalysisBuildError(f"spec.vars: Kargo cannot evaluate it: {err}") from None
+    out: list[Obj] = []
+    for index, arg in enumerate(stage_args):
+        value = arg.get("value")
+        entry = dict(arg)
+        if isinstance(value, str) and value:
+            where = f"{stanza_path}.args[{index}] ({arg['name']!r}) value {value!r}"
+            try:
+                entry["value"] = arg_value(arg["name"], value, env)
+            except NotEvaluated as err:
+                raise AnalysisBuildError(
+                    f"{where}: rollgate does not evaluate this expression ({err}); engine mode "
+                    "evaluates literals, ctx and vars members, string + and "
+                    f"{', '.join(EVALUATED_FUNCTIONS)}: write it with those") from None
+            except (EvaluationFailed, ValueError) as err:
+                raise AnalysisBuildError(f"{where}: Kargo fails this arg: {err}") from None
+        out.append(entry)
+    return out
+
+
 def _merge_other_fields(sources: Sequence[tuple[TemplateKey, Mapping[str, Any]]]) -> Obj:
     out: Obj = {}
     owner: dict[str, TemplateKey] = {}
@@ -283,7 +328,8 @@ def build_analysis_run(
 
     run_spec = _merge_other_fields(sources)
     template_args, declared_by = _merge_template_args(sources)
-    args = _apply_stage_args(template_args, spec["args"])
+    args = _apply_stage_args(
+        template_args, _evaluated_args(stage, spec["args"], stanza_path=stanza_path))
     for name, arg in args.items():
         if not has_value(arg):
             raise AnalysisBuildError(

@@ -16,7 +16,7 @@ and the reconciler; this package is the one part that does I/O, and nothing in
   ``*List``), with node trees for positions and text edits;
 - ``file_templates``: the template look-up offline (the templates among the files).
 
-The exit codes below are the same for both commands (README "``python -m schemas
+The exit codes below are the same for both commands (README "``rollgate
 validate``" and "Migrating from ``spec.analysis``").
 """
 

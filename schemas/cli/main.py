@@ -38,9 +38,9 @@ def _suggestion(message: str, known: list[str]) -> str | None:
     return None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m schemas",
+        prog=prog,
         description="Check rollgate's Stage and RolloutManager stanzas offline, and "
         "migrate spec.analysis to spec.verification.",
     )
@@ -90,14 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m schemas") -> int:
+    """``prog``: how the user called it (``rollgate`` or ``python -m schemas``), for the
+    usage and error lines."""
     for stream in (sys.stdout, sys.stderr):
         # Non-ASCII is printed as is; a terminal that cannot show it gets escapes
         # instead of a UnicodeEncodeError.
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     if args.command == "migrate":
         return migrate(args.files, write=args.write, recursive=args.recursive,
                        out=sys.stdout, err=sys.stderr)

@@ -64,7 +64,7 @@ def legacy_findings(obj: Any, *, file: str = "FILE") -> list[Finding]:
         message="no released Kargo Stage has spec.analysis (the form first proposed for "
         "Kargo): the API server refuses it as an unknown field, or drops it and nothing "
         "is verified; rewrite it as spec.verification with "
-        f"`python -m schemas migrate {shlex.quote(file)}` (add --write to change the file)",
+        f"`rollgate migrate {shlex.quote(file)}` (add --write to change the file)",
     )]
 
 

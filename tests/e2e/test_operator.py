@@ -239,7 +239,8 @@ def test_a_refused_openshift_entry_keeps_the_previous_rendering(env: Env) -> Non
         "spec": rm_spec({
             "metric": [PROMETHEUS],
             "trafficManagement": [{"name": OPENSHIFT, "location": "file:///plugins/os"}]})}))
-    assert OPENSHIFT in out.stderr
+    assert "spec.plugins.trafficManagement[0].name: argo-rollouts-manager refuses" in out.stderr
+    assert "an edited one keeps its previous plugins" in out.stderr
     refused = wait_for("a Warning that the operator refuses the openshift entry",
                        lambda: env.events("rollouts", "PluginRefusedByOperator"))
     assert "spec.plugins.trafficManagement[0]" in refused[0]["message"]
@@ -249,6 +250,24 @@ def test_a_refused_openshift_entry_keeps_the_previous_rendering(env: Env) -> Non
     assert after["data"] == before["data"], "the operator kept its previous rendering"
     assert env.rendered(OPENSHIFT)["location"] != "file:///plugins/os"
     assert env.rollgate_managers("rollouts") == {}
+
+
+def test_a_metric_plugin_with_the_operators_own_name_is_warned_and_collides(env: Env) -> None:
+    # The operator refuses argoproj-labs/openshift only among traffic plugins; as a metric
+    # plugin it renders it next to its own traffic entry of the same name, which Argo
+    # Rollouts stores at the same plugin-bin/ path. rollgate warns on the name at submit.
+    out = env.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+        "metadata": {"name": "rollouts", "namespace": env.ns},
+        "spec": rm_spec({"metric": [{"name": OPENSHIFT, "location": "file:///plugins/osm"}]})}))
+    assert "spec.plugins.metric[0].name: argo-rollouts-manager always adds" in out.stderr
+    env.wait_operator("rollouts")
+    metric = wait_for("the operator's metric rendering", lambda: env.entries(METRIC))
+    traffic = env.entries(TRAFFIC) or []
+    assert [e["name"] for e in metric] == [OPENSHIFT]
+    assert metric[0]["location"] == "file:///plugins/osm"
+    assert [e["name"] for e in traffic] == [OPENSHIFT]
+    assert traffic[0]["location"] != "file:///plugins/osm"
 
 
 def test_an_earlier_rollgates_condition_is_removed_once(

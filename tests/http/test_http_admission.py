@@ -235,7 +235,12 @@ def test_patch_is_applied_once_and_is_idempotent(post):
         "sha256": "  " + reviews.SHA256.upper() + "\n"}]})
     first = post(MUTATE_RMS, review(obj))
     assert first["allowed"] is True
-    assert not first.get("warnings")  # mutation never warns
+    # One warning, with the value stored: the manifest should say so (README "GitOps:
+    # re-applying a manifest").
+    assert first["warnings"] == [
+        f'spec.plugins.metric[0].sha256: stored as "{reviews.SHA256}" (trimmed and '
+        "lower-cased, as Argo Rollouts compares it); write it so in the manifest, or every "
+        "apply and sync sees a change"]
     ops = reviews.decode_patch(first)
     assert ops
     patched = apply_patch(obj, ops)
@@ -244,6 +249,7 @@ def test_patch_is_applied_once_and_is_idempotent(post):
     again = post(MUTATE_RMS, review(patched))
     assert again["allowed"] is True
     assert "patch" not in again and "patchType" not in again
+    assert not again.get("warnings")
     assert post(VALIDATE_RMS, review(patched))["allowed"] is True
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "kubekit", "webhook", "reconciler", "certs")
+PACKAGES = ("schemas", "kubekit", "webhook", "reconciler", "certs", "rollgate")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # contract name's start -> (module file, the import that breaks it)
 VIOLATIONS = {
+    "rollgate (the command) is the top layer": ("reconciler/cli.py", "import rollgate"),
     "schemas is the lowest layer": ("schemas/stage.py", "import kubekit"),
     "kubekit imports only schemas": ("kubekit/rest.py", "import webhook"),
     "webhook, reconciler and certs are independent": ("certs/pki.py", "import webhook"),

@@ -121,16 +121,16 @@ HOST_CHARACTERS = "0123456789abcdefx.:%gz-"
        | st.sampled_from(["127.1", "0x7f000001", "2130706433", "::ffff:127.0.0.1",
                           "fe80::1%eth0", "1.2.3.4%25x", "github.com", "a.svc", "localhost"]))
 def test_the_ip_short_cut_skips_only_hosts_no_parser_reads_as_an_address(host: str) -> None:
-    """_ip answers None without parsing a host that has no colon and is not in the
+    """ip_address_of answers None without parsing a host that has no colon and is not in the
     IPv4 shorthand alphabet; for every such host both parsers it used to try refuse it."""
     import ipaddress
 
-    from schemas.plugins import _NUMERIC_HOST, _ip
+    from schemas.hosts import NUMERIC_HOST, ip_address_of
 
     address = host.split("%", 1)[0]
-    if ":" in address or _NUMERIC_HOST.fullmatch(address):
+    if ":" in address or NUMERIC_HOST.fullmatch(address):
         return  # parsed as before
     with pytest.raises(ValueError):
         ipaddress.ip_address(address)
-    assert not _NUMERIC_HOST.fullmatch(host)  # so the shorthand parse is not tried either
-    assert _ip(host) is None
+    assert not NUMERIC_HOST.fullmatch(host)  # so the shorthand parse is not tried either
+    assert ip_address_of(host) is None

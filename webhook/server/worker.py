@@ -22,7 +22,13 @@ rules (README "Hostile and broken clients"):
   ``Connection: close``; the rest of the body the client is still sending is read and
   dropped before the close (a declared length exactly, so a client that sends the
   whole body before reading gets its 413, and the close comes right after the body,
-  where a client reusing the connection sees it), within ``linger_seconds``.
+  where a client reusing the connection sees it) for as long as the client keeps
+  sending: a pause of ``linger_seconds`` ends it, and so do ``max_drain_bytes`` and
+  ``linger_max_seconds`` in all. Closing earlier, with the client's bytes unread, makes
+  the kernel reset the connection, and a client still sending its body then never
+  reads the answer: a fixed 5 s from the 413 cut every client that needed longer to
+  send its body, such as one on a loaded machine (issue 19: a TLS EOF instead of the
+  413).
 - **Bytes held by the loop are budgeted** (``buffer_budget`` per worker): when the
   requests being received would together exceed it, the one holding the most is
   refused with a 503, so a few huge uploads cannot starve small reviews.
@@ -75,7 +81,10 @@ class Limits:
     request_timeout: float = 10.0
     max_body_bytes: int = MAX_BODY_BYTES
     buffer_budget: int = 32 * 1024 * 1024
+    # Draining what a refused client still sends: the longest pause between its bytes,
+    # the longest drain in all, and the most bytes read (see the module docstring).
     linger_seconds: float = 5.0
+    linger_max_seconds: float = 60.0
     max_drain_bytes: int = 64 * 1024 * 1024
 
 
@@ -109,6 +118,8 @@ class Conn(TConn):
         self.continued = False  # "100 Continue" sent for the current request
         self.drain_left = 0
         self.drain_plain = False  # drain decrypted body bytes (True) or raw bytes
+        self.drain_pause = 0.0  # the longest pause between drained bytes
+        self.drain_end = 0.0  # when the drain ends whatever the client still sends
         self.on_event: Any = None
 
 
@@ -246,7 +257,8 @@ class WebhookWorker(ThreadWorker):
             keep = False
         try:
             if not keep:
-                self._linger(conn, plain_left=None, seconds=2.0, cap=GRACEFUL_DRAIN_BYTES)
+                self._linger(conn, plain_left=None, pause=2.0, total=2.0,
+                             cap=GRACEFUL_DRAIN_BYTES)
                 return
             conn.sock.setblocking(False)
             now = time.monotonic()
@@ -411,8 +423,8 @@ class WebhookWorker(ThreadWorker):
         if refusal.body_left is not None and conn.framer is not None:
             plain_left = refusal.body_left - conn.framer.body_received(conn.buf)
         conn.framer = None
-        self._linger(conn, plain_left=plain_left, seconds=self.limits.linger_seconds,
-                     cap=self.limits.max_drain_bytes)
+        self._linger(conn, plain_left=plain_left, pause=self.limits.linger_seconds,
+                     total=self.limits.linger_max_seconds, cap=self.limits.max_drain_bytes)
 
     def _send_quietly(self, conn: Conn, data: bytes) -> None:
         """A short answer from the loop: it fits the socket's buffer, so it is written
@@ -420,10 +432,12 @@ class WebhookWorker(ThreadWorker):
         with contextlib.suppress(OSError):
             conn.sock.send(data)
 
-    def _linger(self, conn: Conn, *, plain_left: int | None, seconds: float, cap: int) -> None:
+    def _linger(self, conn: Conn, *, plain_left: int | None, pause: float, total: float,
+                cap: int) -> None:
         """Close after the answer: send FIN, then read and drop what the client still
-        sends (``plain_left`` body bytes, or until it closes, at most ``cap`` bytes and
-        ``seconds``), so closing does not reset the connection under an unread answer."""
+        sends (``plain_left`` body bytes, or until it closes; at most ``cap`` bytes, a
+        pause of ``pause`` seconds and ``total`` seconds in all), so closing does not
+        reset the connection under an unread answer."""
         self._buffered -= len(conn.buf)
         conn.buf = bytearray()
         if plain_left is not None and plain_left <= 0:
@@ -438,7 +452,10 @@ class WebhookWorker(ThreadWorker):
             return
         conn.drain_plain = plain_left is not None
         conn.drain_left = min(plain_left if plain_left is not None else cap, cap)
-        self._hold(conn, LINGER, time.monotonic() + seconds)
+        now = time.monotonic()
+        conn.drain_pause = pause
+        conn.drain_end = now + total
+        self._hold(conn, LINGER, min(conn.drain_end, now + pause))
         try:
             conn.sock.setblocking(False)
             self._watch(conn, READ)
@@ -463,6 +480,8 @@ class WebhookWorker(ThreadWorker):
             if not data or conn.drain_left <= 0:
                 self._close(conn)
                 return
+            # Still sending: the pause is counted from these bytes.
+            conn.deadline = min(conn.drain_end, time.monotonic() + conn.drain_pause)
 
     def _expire(self, conn: Conn) -> None:
         if conn.phase == READING and conn.framer is not None and conn.buf:
@@ -470,7 +489,8 @@ class WebhookWorker(ThreadWorker):
             self._refuse(conn, Refuse(408, f"the request did not arrive within {seconds:g} s"),
                          cut="request_timeout")
             # The client is still sending (or stalled): a short linger only.
-            conn.deadline = min(conn.deadline, time.monotonic() + 1.0)
+            conn.drain_end = min(conn.drain_end, time.monotonic() + 1.0)
+            conn.deadline = min(conn.deadline, conn.drain_end)
         elif conn.phase in (HANDSHAKE, READING):
             self._close(conn, "handshake_timeout" if conn.phase == HANDSHAKE
                         else "request_timeout")

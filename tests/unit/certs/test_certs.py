@@ -155,3 +155,24 @@ def test_issue_certificate_needs_a_usage():
     ca, ca_key = build_ca(common_name="test-ca", days=2)
     with pytest.raises(ValueError, match="server=True, client=True"):
         issue_certificate(ca, ca_key, common_name="nobody")
+
+
+def test_tls_secret_carries_the_three_files_base64():
+    from certs.secret import tls_secret
+
+    files = {"tls.crt": b"C", "tls.key": b"K", "ca.crt": b"A"}
+    secret = tls_secret(name="s", namespace="ns", files=files)
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"]["namespace"] == "ns"
+    assert {k: base64.b64decode(v) for k, v in secret["data"].items()} == files
+
+
+def test_existing_ca_needs_all_three_keys():
+    from types import SimpleNamespace
+
+    from certs.secret import existing_ca
+
+    full = {"tls.crt": "Qw==", "tls.key": "Sw==", "ca.crt": base64.b64encode(b"CA").decode()}
+    assert existing_ca(SimpleNamespace(data=full)) == b"CA"
+    assert existing_ca(SimpleNamespace(data={"tls.crt": "Qw==", "tls.key": "Sw=="})) is None
+    assert existing_ca(SimpleNamespace(data=None)) is None

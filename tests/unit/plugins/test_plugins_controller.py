@@ -14,7 +14,8 @@ from fakeapi import Events, FakeApi, Interceptors, context, never
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER
-from reconciler.plugins.controller import RolloutPluginsController, namespace_terminating
+from kubekit.rest import namespace_terminating
+from reconciler.plugins.controller import RolloutPluginsController
 from reconciler.plugins.decisions import (
     EMPTY_CHECKSUM,
     apply_body,

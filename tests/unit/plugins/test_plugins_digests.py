@@ -162,9 +162,11 @@ def test_file_locations_are_never_fetched(tmp_path: Path) -> None:
 
 
 class ConnectProxy:
-    """A minimal HTTP CONNECT proxy that records the targets it tunnels to."""
+    """A minimal HTTP CONNECT proxy that records the targets it tunnels to; a host in
+    ``resolve`` is reached at the address given there (a DNS of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, resolve: dict[str, str] | None = None) -> None:
+        self.resolve = resolve or {}
         self.targets: list[str] = []
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -185,7 +187,11 @@ class ConnectProxy:
         target = head.split(b" ")[1].decode()
         self.targets.append(target)
         host, port = target.rsplit(":", 1)
-        upstream = socket.create_connection((host, int(port)))
+        if host not in self.resolve and host != "127.0.0.1":
+            client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            client.close()
+            return
+        upstream = socket.create_connection((self.resolve.get(host, host), int(port)))
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         pair = {client: upstream, upstream: client}
         while True:
@@ -219,6 +225,72 @@ def test_proxy_from_the_environment_is_used(
         assert len(proxy.targets) == 1, "NO_PROXY bypasses the proxy"
     finally:
         proxy.close()
+
+
+# --- the host Argo Rollouts fetches from: UTS #46 non-transitional ----------------------------
+
+# (as written, as Go's net/http dials it). Python's own IDNA 2003 codec, which socket,
+# ssl and http.client apply to a str host, makes the first strasse.de: another host.
+IDN_HOSTS = [
+    ("straße.de", "xn--strae-oqa.de"),
+    ("ｐｌｕｇｉｎｓ．example。com", "plugins.example.com"),  # full-width letters, stops
+]
+
+
+@pytest.mark.parametrize(("written", "fetched"), IDN_HOSTS)
+def test_an_internationalised_host_is_fetched_by_its_ascii_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written: str, fetched: str
+) -> None:
+    """Connection (the proxy's CONNECT), TLS name and Host header are all the ASCII
+    form."""
+    with PluginServer(tmp_path / "idn", names=(fetched,)) as server:
+        server.serve("/plugin", BINARY)
+        proxy = ConnectProxy(resolve={fetched: "127.0.0.1"})
+        try:
+            monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+            check = verifier_for(server).check(f"https://{written}:{server.port}/plugin",
+                                               DIGEST)
+            assert (check.outcome, check.reason) == ("verified", "")
+            assert proxy.targets == [f"{fetched}:{server.port}"]
+            assert server.hosts == [f"{fetched}:{server.port}"]
+        finally:
+            proxy.close()
+
+
+def test_a_non_ascii_path_is_sent_percent_encoded(server: PluginServer) -> None:
+    """As Go sends it (http.client would refuse to send it at all)."""
+    server.serve("/plugins/gr%C3%B6%C3%9Fe", BINARY)
+    check = verifier_for(server).check(server.url("/plugins/größe"), DIGEST)
+    assert (check.outcome, check.reason) == ("verified", "")
+    assert server.requests == ["/plugins/gr%C3%B6%C3%9Fe"]
+
+
+def test_a_redirect_to_an_internationalised_host_goes_to_its_ascii_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Location header carries the host in UTF-8; urllib percent-encodes it, Go
+    decodes and maps it: the redirect goes where Argo Rollouts' would."""
+    with PluginServer(tmp_path / "idn", names=("xn--strae-oqa.de",)) as server:
+        server.serve("/plugin", BINARY)
+        target = f"https://straße.de:{server.port}/plugin"
+        # http.server writes header values as latin-1: these are the UTF-8 bytes.
+        url = server.redirect("/old", target.encode().decode("latin-1"))
+        proxy = ConnectProxy(resolve={"xn--strae-oqa.de": "127.0.0.1"})
+        try:
+            monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+            check = verifier_for(server).check(url, DIGEST)
+            assert (check.outcome, check.reason) == ("verified", "")
+            assert proxy.targets == [f"127.0.0.1:{server.port}",
+                                     f"xn--strae-oqa.de:{server.port}"]
+        finally:
+            proxy.close()
+
+
+def test_a_host_that_cannot_be_fetched_fails_without_a_connection() -> None:
+    with pytest.raises(DownloadError) as raised:
+        https_fetcher()("https://plugins..example.com/p")
+    assert str(raised.value) == ('host "plugins..example.com" cannot be fetched: it has an '
+                                 "empty label (two dots in a row, or a dot first)")
 
 
 # --- the cache ------------------------------------------------------------------------------
@@ -332,6 +404,19 @@ def test_only_remote_entries_with_a_digest_are_checked() -> None:
     ]
     assert [p for p, *_ in checked_entries(obj, allow_http=True)] == [
         "spec.plugins.trafficManagement[0]", "spec.plugins.metric[1]", "spec.plugins.metric[2]",
+    ]
+
+
+def test_a_problem_names_the_url_fetched_when_it_is_another() -> None:
+    obj = rm({"metric": [{"name": "a/m", "location": "https://straße.de/m", "sha256": DIGEST},
+                         {"name": "a/n", "location": "HTTPS://x/n", "sha256": DIGEST}]})
+    found = problems(preflight(obj, DigestVerifier(CountingFetch({})), allow_http=False))
+    assert [p.describe() for p in found] == [
+        "spec.plugins.metric[0].location: download of https://straße.de/m (fetched as "
+        f"https://xn--strae-oqa.de/m) failed: connection refused (expected sha256 {DIGEST}, "
+        "actual unknown)",
+        "spec.plugins.metric[1].location: download of HTTPS://x/n failed: connection "
+        f"refused (expected sha256 {DIGEST}, actual unknown)",
     ]
 
 

@@ -374,7 +374,7 @@ def test_spec_analysis_is_an_error_that_names_the_migration(tmp_path: Path) -> N
     assert line.startswith("old.yaml: Stage/prod: spec.analysis: no released Kargo Stage has "
                            "spec.analysis")
     assert "the API server refuses it" in line
-    assert line.endswith("`python -m schemas migrate old.yaml` (add --write to change the file)")
+    assert line.endswith("`rollgate migrate old.yaml` (add --write to change the file)")
     assert summary.endswith(": 1 error, 0 warnings")
 
 

@@ -115,3 +115,36 @@ def test_pointer_escaping() -> None:
     patched = pointer.apply_patch(doc, [op])
     assert patched == {"metadata": {"labels": {"a/b~c": "y"}}}
     assert doc == {"metadata": {"labels": {"a/b~c": "x"}}}
+
+
+# ---------------------------------------------------------------- the warnings
+
+
+def test_each_normalised_digest_gets_one_warning_naming_the_stored_value():
+    """The stored value differs from the manifest, so the warning says what to write
+    there (README "GitOps: re-applying a manifest"); one per changed value, none for a
+    digest already lowercase hex."""
+    digest = "ab" * 32
+    rm = {"kind": "RolloutManager", "spec": {"plugins": {
+        "metric": [{"name": "a", "location": "https://x/a", "sha256": f" {digest.upper()} "},
+                   {"name": "b", "location": "https://x/b", "sha256": digest}],
+        "trafficManagement": [{"name": "c", "location": "https://x/c", "sha256": "  "}]}}}
+
+    assert schemas.default_warnings(rm) == [
+        "spec.plugins.trafficManagement[0].sha256: blank, so it is removed; leave it out of "
+        "the manifest, or every apply and sync sees a change",
+        f'spec.plugins.metric[0].sha256: stored as "{digest}" (trimmed and lower-cased, as '
+        "Argo Rollouts compares it); write it so in the manifest, or every apply and sync "
+        "sees a change",
+    ]
+    # As many warnings as ops, in the same order.
+    assert [op["path"] for op in schemas.default_patch(rm)] == [
+        "/spec/plugins/trafficManagement/0/sha256", "/spec/plugins/metric/0/sha256"]
+    patched = apply_patch(rm, schemas.default_patch(rm))
+    assert schemas.default_warnings(patched) == []
+
+
+@pytest.mark.parametrize("obj", [None, "x", {"kind": "Stage"}, {"kind": "RolloutManager"},
+                                 {"kind": "RolloutManager", "spec": {"plugins": {"metric": 3}}}])
+def test_no_warning_for_anything_else(obj: Any):
+    assert schemas.default_warnings(obj) == []

@@ -227,7 +227,7 @@ def test_legacy_finding_only_for_stages_with_the_old_stanza() -> None:
              "spec": {"analysis": {"templates": [{"templateName": "a"}]}}}
     [finding] = legacy_findings(stage, file="my stage.yaml")
     assert (finding.field, finding.warning) == ("spec.analysis", False)
-    assert "python -m schemas migrate 'my stage.yaml'" in finding.message
+    assert "rollgate migrate 'my stage.yaml'" in finding.message
     assert legacy_findings({**stage, "spec": {"analysis": None}}) == []
     assert legacy_findings({**stage, "apiVersion": "example.com/v1"}) == []
     assert legacy_findings({**stage, "kind": "ConfigMap"}) == []

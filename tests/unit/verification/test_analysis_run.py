@@ -501,3 +501,37 @@ def test_a_template_the_merge_cannot_read_is_a_build_error_naming_it(spec, messa
     with pytest.raises(AnalysisBuildError) as err:
         build(stage("a"), bad)
     assert str(err.value) == message
+
+
+# ------------------------------------------------ Kargo expressions (engine mode)
+
+
+def test_engine_mode_evaluates_kargo_expressions_in_args_as_kargo_would():
+    st = stage("t", spelling="verification", args=[
+        {"name": "host", "value": "${{ ctx.stage }}.${{ ctx.project }}.svc"},
+        {"name": "url", "value": "${{ vars.base + '/' + ctx.stage }}"},
+        {"name": "port", "value": "${{ quote(8080) }}"},
+        {"name": "plain", "value": "a }} b"},
+    ])
+    st["spec"]["vars"] = [{"name": "base", "value": "https://${{ ctx.project }}.example"}]
+    run = build(st, tmpl("t", metrics=["m"]))
+    assert {a["name"]: a["value"] for a in run["spec"]["args"]} == {
+        "host": "prod.shop.svc", "url": "https://shop.example/prod", "port": "8080",
+        "plain": "a }} b"}
+
+
+def test_an_expression_outside_the_subset_is_an_error_naming_the_arg_and_expression():
+    st = stage("t", spelling="verification", args=[
+        {"name": "tag", "value": "${{ imageFrom('ghcr.io/x').Tag }}"}])
+    with pytest.raises(AnalysisBuildError) as err:
+        build(st, tmpl("t", metrics=["m"]))
+    message = str(err.value)
+    assert "spec.verification.args[0] ('tag')" in message
+    assert "${{ imageFrom('ghcr.io/x').Tag }}" in message
+    assert "rollgate does not evaluate this expression" in message
+
+
+def test_a_value_kargo_fails_on_is_an_error_not_a_pass_through():
+    st = stage("t", spelling="verification", args=[{"name": "port", "value": "${{ 8080 }}"}])
+    with pytest.raises(AnalysisBuildError, match="is not a string but float64"):
+        build(st, tmpl("t", metrics=["m"]))

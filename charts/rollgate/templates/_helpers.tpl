@@ -1,0 +1,135 @@
+{{/* Labels every object carries; the selector labels are manifests/' own. */}}
+{{- define "rollgate.labels" -}}
+app.kubernetes.io/part-of: rollgate
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "rollgate.webhookLabels" -}}
+app.kubernetes.io/name: rollgate-webhook
+{{ include "rollgate.labels" . }}
+{{- end }}
+
+{{- define "rollgate.reconcilerLabels" -}}
+app.kubernetes.io/name: rollgate
+app.kubernetes.io/component: reconciler
+{{ include "rollgate.labels" . }}
+{{- end }}
+
+{{- define "rollgate.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* A flag with a value, only when the value is set (null: the process's default). */}}
+{{- define "rollgate.flag" -}}
+{{- $v := index . 1 -}}
+{{- if and (kindIs "float64" $v) (eq $v (floor $v)) }}{{ $v = int64 $v }}{{ end -}}
+{{- if not (kindIs "invalid" $v) }}
+- {{ printf "--%s=%v" (index . 0) $v | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook's args: README, "Webhook (python -m webhook)". */}}
+{{- define "rollgate.webhookArgs" -}}
+{{- $w := .Values.webhook -}}
+- --bind=0.0.0.0:{{ $w.port }}
+- --tls-cert-file=/etc/rollgate/tls/tls.crt
+- --tls-key-file=/etc/rollgate/tls/tls.key
+{{- include "rollgate.flag" (list "workers" $w.workers) }}
+{{- include "rollgate.flag" (list "threads" $w.threads) }}
+{{- include "rollgate.flag" (list "lookup-timeout" $w.lookupTimeout) }}
+{{- include "rollgate.flag" (list "max-connections" $w.maxConnections) }}
+{{- include "rollgate.flag" (list "request-timeout" $w.requestTimeout) }}
+{{- include "rollgate.flag" (list "cache-ttl" $w.cacheTTL) }}
+{{- include "rollgate.flag" (list "log-level" $w.logLevel) }}
+{{- if $w.allowHttpPlugins }}
+- --allow-http-plugins
+{{- end }}
+{{- range $w.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The reconciler's args: README, "Reconciler (python -m reconciler)". */}}
+{{- define "rollgate.reconcilerArgs" -}}
+{{- $r := .Values.reconciler -}}
+- --bind-address=0.0.0.0:{{ $r.port }}
+{{- if $r.leaderElect }}
+- --leader-elect
+{{- include "rollgate.flag" (list "lease-duration" $r.leaseDuration) }}
+{{- if ne $r.leaderElectionID "rollgate-reconciler" }}
+- --leader-election-id={{ $r.leaderElectionID }}
+{{- end }}
+{{- else }}
+- --no-leader-elect
+{{- end }}
+- --controllers={{ join "," $r.controllers }}
+- --stage-verification={{ $r.stageVerification }}
+{{- include "rollgate.flag" (list "observe-grace-seconds" $r.observeGraceSeconds) }}
+{{- include "rollgate.flag" (list "observe-lag-seconds" $r.observeLagSeconds) }}
+{{- if $r.refreshLagging }}
+- --refresh-lagging
+{{- end }}
+{{- if $r.shard }}
+- --shard={{ $r.shard }}
+{{- end }}
+{{- if $r.defaultShard }}
+- --default-shard
+{{- end }}
+{{- if ne $r.pluginsMode "auto" }}
+- --plugins-mode={{ $r.pluginsMode }}
+{{- end }}
+{{- if $r.pluginsCA.configMap }}
+- --plugins-ca-file=/etc/rollgate/plugins-ca/{{ $r.pluginsCA.key }}
+{{- end }}
+{{- include "rollgate.flag" (list "plugins-max-download-bytes" $r.pluginsMaxDownloadBytes) }}
+{{- include "rollgate.flag" (list "plugins-download-timeout" $r.pluginsDownloadTimeout) }}
+{{- if $r.namespaces }}
+- --namespaces={{ join "," $r.namespaces }}
+{{- end }}
+- --workers={{ $r.workers }}
+- --resync-period={{ $r.resyncPeriod }}
+{{- if ne $r.rolloutsDeployment "argo-rollouts" }}
+- --rollouts-deployment={{ $r.rolloutsDeployment }}
+{{- end }}
+{{- if $r.allowHttpPlugins }}
+- --allow-http-plugins
+{{- end }}
+{{- include "rollgate.flag" (list "log-level" $r.logLevel) }}
+{{- range $r.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The webhook configurations' CA: cert-manager injects it; otherwise caBundle. */}}
+{{- define "rollgate.caAnnotations" -}}
+{{- if eq .Values.certificates.source "cert-manager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/rollgate-webhook
+{{- end }}
+{{- end }}
+
+{{- define "rollgate.clientConfig" -}}
+clientConfig:
+  service:
+    name: rollgate-webhook
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- if and (eq .root.Values.certificates.source "secret") .root.Values.certificates.caBundle }}
+  caBundle: {{ .root.Values.certificates.caBundle }}
+  {{- end }}
+{{- end }}
+
+{{- define "rollgate.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values:
+    {{- range .Values.webhook.excludedNamespaces }}
+    - {{ . }}
+    {{- end }}
+    - {{ .Release.Namespace }}
+{{- end }}
