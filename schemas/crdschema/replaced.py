@@ -14,7 +14,7 @@ PROMOTION_MECHANISMS: Final = ("spec", "promotionMechanisms")
 _REPLACED: Final[dict[tuple[str, Path], str]] = {
     (KIND_STAGE, SUBSCRIPTIONS): (
         "Kargo v1 replaced it with spec.requestedFreight "
-        "(`python -m schemas migrate` rewrites it)"),
+        "(`rollgate migrate` rewrites it)"),
     (KIND_STAGE, PROMOTION_MECHANISMS): (
         "Kargo v1 replaced it with spec.promotionTemplate.spec.steps "
         "(write the steps by hand: migrate cannot guess them)"),

@@ -177,8 +177,7 @@ def test_validate_reports_the_old_kargo_shape(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == [
         "old.yaml: Stage/prod: spec.requestedFreight: Required value",
         'old.yaml: Stage/prod: spec.subscriptions: unknown field "spec.subscriptions": '
-        "Kargo v1 replaced it with spec.requestedFreight (`python -m schemas migrate` "
-        "rewrites it)",
+        "Kargo v1 replaced it with spec.requestedFreight (`rollgate migrate` rewrites it)",
         'old.yaml: Stage/prod: spec.promotionMechanisms: unknown field '
         '"spec.promotionMechanisms": Kargo v1 replaced it with '
         "spec.promotionTemplate.spec.steps (write the steps by hand: migrate cannot guess "
