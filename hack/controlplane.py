@@ -48,6 +48,7 @@ from k8sprocess import (
     install_signal_handlers,
     log_offset,
     logged,
+    logged_all,
 )
 from k8sprocess import ProcessError as ControlPlaneError
 
@@ -583,6 +584,9 @@ class ControlPlane:
         self._webhook_port = self._webhook_port or free_port()
         self.webhook_url = f"https://127.0.0.1:{self._webhook_port}"
         ctx = ssl.create_default_context(cafile=str(self.webhook_certs.ca_cert))
+        # Readiness asks whether it serves a certificate of that CA; the name is the API
+        # server's to check (cert-manager's certificate names only the Service).
+        ctx.check_hostname = False
         self.webhook = self._spawn(
             "webhook",
             [
@@ -882,6 +886,42 @@ class ControlPlane:
         proc.wait_ready(60)
         self._timed(name, started)
         return proc
+
+    # ------------------------------------------------------------------ cert-manager
+
+    def start_cert_manager(
+        self, *, cluster_resource_namespace: str = "cert-manager",
+    ) -> tuple[ManagedProcess, ManagedProcess]:
+        """Start the real cert-manager controller and cainjector (the pinned release,
+        ``build.sh cert-manager``) with the admin kubeconfig; return once the
+        controller's issuing controllers and the cainjector's webhook-configuration
+        injectors run their workers (see hack/upstream.py). Its CRDs are the caller's
+        to install (``chart.crd_dirs()``).
+
+        ``cluster_resource_namespace``: where ClusterIssuers' Secrets are read (created
+        here). No cert-manager webhook: nothing here needs it.
+        """
+        started = time.monotonic()
+        self.kubectl("create", "namespace", cluster_resource_namespace, check=False)
+        procs = []
+        for name, argv, lines in (
+            (upstream.CERT_MANAGER_CONTROLLER, upstream.cert_manager_controller_args(
+                self.kubeconfig, cluster_resource_namespace=cluster_resource_namespace,
+                metrics_port=free_port()), upstream.cert_manager_ready_lines()),
+            (upstream.CERT_MANAGER_CAINJECTOR, upstream.cainjector_args(self.kubeconfig),
+             upstream.CAINJECTOR_READY_LINES),
+        ):
+            log_name = f"cert-manager-{name}"
+            log_path = self.logs_dir / f"{log_name}.log"
+            proc = self._spawn(
+                log_name, [str(upstream.cert_manager_binary(name)), *argv],
+                env=self._python_env(), cwd=self.work_dir,
+                ready_check=logged_all(log_path, log_offset(log_path), lines),
+            )
+            proc.wait_ready(90)
+            procs.append(proc)
+        self._timed("cert-manager", started)
+        return procs[0], procs[1]
 
     def stop_process(self, proc: ManagedProcess) -> None:
         """Stop one process this plane started (e.g. to restart it with new flags)."""

@@ -227,3 +227,25 @@ def logged(log_path: Path, offset: int, pattern: re.Pattern[bytes]) -> Callable[
             return False
 
     return check
+
+
+def logged_all(log_path: Path, offset: int,
+               patterns: Sequence[re.Pattern[bytes]]) -> Callable[[], bool]:
+    """A readiness check: true once the log, from ``offset``, has a line matching each
+    of ``patterns`` (for a process whose controllers start in parallel and each log
+    their own line)."""
+
+    def check() -> bool:
+        try:
+            with open(log_path, "rb") as log:
+                log.seek(offset)
+                missing = list(patterns)
+                for line in log:
+                    if not missing:
+                        break
+                    missing = [p for p in missing if not p.search(line)]
+                return not missing
+        except OSError:
+            return False
+
+    return check

@@ -30,6 +30,19 @@ them here:
   for namespace-scoped RolloutManagers, and ``OPENSHIFT_ROUTE_PLUGIN_LOCATION``: it
   always adds the ``argoproj-labs/openshift`` traffic plugin, and a real Rollouts
   controller that cannot download a configured plugin exits at start.
+
+cert-manager's ``controller`` and ``cainjector`` come from its published module instead
+(``build.sh cert-manager``, ``cert-manager-<CERT_MANAGER_VERSION>/`` in the cache):
+
+- ``controller``: ``--leader-elect=false`` (else it waits for a Lease in kube-system),
+  ``--cluster-resource-namespace`` (ClusterIssuers' Secrets), a loopback metrics port,
+  and only the controllers that self-signed and CA issuers need (``CERT_MANAGER_CONTROLLERS``:
+  no ACME, Vault, Venafi, ingress or gateway shims). None of them needs cert-manager's
+  own webhook, which only validates and defaults cert-manager's objects. It has no
+  readiness endpoint; at ``--v=4`` each controller logs ``starting worker`` once its
+  caches are synced.
+- ``cainjector``: ``--leader-elect=false``; it serves no metrics (port "0" in its
+  source). Its webhook-configuration injectors log ``Starting workers`` when they act.
 """
 
 from __future__ import annotations
@@ -266,3 +279,51 @@ def rollouts_manager_env(base: Mapping[str, str], kubeconfig: Path, *,
 def exprcheck_binary() -> Path:
     """hack/exprcheck: expr-lang as Kargo uses it, the oracle of the expression tests."""
     return _binary("exprcheck", f"exprcheck-{versions.expr_lang()}")
+
+
+# --------------------------------------------------------------------------- cert-manager
+
+CERT_MANAGER_CONTROLLER = "controller"
+CERT_MANAGER_CAINJECTOR = "cainjector"
+# What issuing from the chart's own CA (self-signed Issuer -> CA Certificate -> CA
+# Issuer -> serving Certificate) and from a ClusterIssuer of those kinds takes.
+CERT_MANAGER_CONTROLLERS = (
+    "issuers", "clusterissuers", "certificates-trigger", "certificates-issuing",
+    "certificates-key-manager", "certificates-request-manager", "certificates-readiness",
+    "certificates-revision-manager", "certificaterequests-approver",
+    "certificaterequests-issuer-ca", "certificaterequests-issuer-selfsigned",
+)
+# The cainjector's controllers for the two kinds rollgate registers.
+CAINJECTOR_READY_LINES = tuple(
+    re.compile(b"cert-manager/certificate/" + kind
+               + b'webhookconfiguration "msg"="Starting workers"')
+    for kind in (b"validating", b"mutating"))
+
+
+def cert_manager_binary(name: str) -> Path:
+    """``controller`` or ``cainjector`` of the pinned cert-manager release."""
+    return _binary(name, f"cert-manager-{versions.cert_manager()}")
+
+
+def cert_manager_controller_args(kubeconfig: Path, *, cluster_resource_namespace: str,
+                                 metrics_port: int) -> list[str]:
+    """The controller's flags on this plane (see the module docstring)."""
+    return [
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        f"--cluster-resource-namespace={cluster_resource_namespace}",
+        f"--metrics-listen-address=127.0.0.1:{metrics_port}",
+        f"--controllers={','.join(CERT_MANAGER_CONTROLLERS)}",
+        "--v=4",
+    ]
+
+
+def cert_manager_ready_lines() -> tuple[re.Pattern[bytes], ...]:
+    """One line per enabled controller: its workers run (its caches are synced)."""
+    return tuple(re.compile(b"cert-manager/" + re.escape(name.encode())
+                            + b' "msg"="starting worker"')
+                 for name in CERT_MANAGER_CONTROLLERS)
+
+
+def cainjector_args(kubeconfig: Path) -> list[str]:
+    return [f"--kubeconfig={kubeconfig}", "--leader-elect=false"]

@@ -60,3 +60,7 @@ def argo_rollouts_manager() -> str:
 
 def expr_lang() -> str:
     return get("EXPR_LANG_VERSION")
+
+
+def cert_manager() -> str:
+    return get("CERT_MANAGER_VERSION")

@@ -16,13 +16,18 @@
 # and skipped by `all`; `kargo` or `rollouts-manager` alone then fails.
 #
 # helm (cmd/helm of the helm.sh/helm/v3 module, wrapper module hack/helm) runs the
-# chart's tests (helm lint, helm template). `crds` copies the CRDs the chart's optional
-# objects need on the test plane out of the published modules (nothing is compiled):
-# cert-manager's (deploy/crds of github.com/cert-manager/cert-manager) and the
+# chart's tests (helm lint, helm template). `cert-manager` builds cert-manager's
+# controller and cainjector (cmd/controller and cmd/cainjector of the
+# github.com/cert-manager/cert-manager module, wrapper module hack/cert-manager), which
+# issue the webhook's certificate and inject its CA in the chart's cert-manager test.
+# `crds` copies the CRDs the chart's optional objects need on the test plane out of the
+# published modules (nothing is compiled): cert-manager's (deploy/crds of
+# github.com/cert-manager/cert-manager, whose only template actions, in metadata.labels,
+# are filled in as cert-manager's chart would for a release named cert-manager) and the
 # Prometheus Operator's ServiceMonitor and PrometheusRule (example/prometheus-operator-crd
 # of github.com/prometheus-operator/prometheus-operator).
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|crds|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
@@ -31,6 +36,7 @@
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 #   helm-<helm version>/               helm
+#   cert-manager-<version>/            controller cainjector
 #   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
 # Binaries already there are reused when they run and report the pinned version (for
@@ -38,7 +44,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all seven by default) are checked in that one directory.
+# (all ten by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,11 +74,13 @@ kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
 expr_out="${cache}/exprcheck-${expr_version}"
 helm_out="${cache}/helm-${helm_version}"
+cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
+cert_manager_binaries=(controller cainjector)
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
 
@@ -107,14 +115,15 @@ upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
          binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck "${helm_binaries[@]}"
-                   ${upstream[@]+"${upstream[@]}"}) ;;
+                   "${cert_manager_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     exprcheck) binaries=(exprcheck) ;;
     helm) binaries=("${helm_binaries[@]}") ;;
+    cert-manager) binaries=("${cert_manager_binaries[@]}") ;;
     crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -124,6 +133,7 @@ dest_dir() {
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
         exprcheck) printf '%s' "${expr_out}" ;;
         helm) printf '%s' "${helm_out}" ;;
+        controller | cainjector) printf '%s' "${cert_manager_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
 }
@@ -163,6 +173,16 @@ works() {
             [[ "${out}" == *'"compiles":true'* ]]
             return ;;
         helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
+        # cert-manager's commands print no version without a cluster; --help proves they
+        # start, and the module build info Go embeds names the release they came from.
+        controller | cainjector)
+            out="$("${bin}" --help 2>&1)" || return 1
+            [[ "${out}" == *"Usage:"*"--kubeconfig"* ]] || return 1
+            if command -v go >/dev/null; then
+                out="$(go version -m "${bin}" 2>&1)" || return 1
+                [[ "${out}" == *"github.com/cert-manager/cert-manager"$'\t'"${cert_manager_version}"* ]]
+            fi
+            return ;;
         # Go's flag package answers -h with the usage and exit 0; the version is the
         # tree's, checked by its digest below.
         argo-rollouts-manager)
@@ -215,6 +235,7 @@ check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
 check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
+check_pin "${hack}/cert-manager/go.mod" github.com/cert-manager/cert-manager "${cert_manager_version}"
 
 mkdir -p "${cache}"
 lock="${cache}/.build.lock"
@@ -255,6 +276,12 @@ ldflags_helm="-s -w \
  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=${helm_k8s%%.*} \
  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${helm_k8s%%.*}"
+
+# The variables upstream's Makefile sets (pkg/util): the version the processes log and
+# send in their User-Agent.
+ldflags_cert_manager="-s -w \
+ -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=${cert_manager_version} \
+ -X github.com/cert-manager/cert-manager/pkg/util.AppGitState=clean"
 
 started_all=${SECONDS}
 
@@ -331,6 +358,29 @@ fi
 if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
+if [[ "${what}" == all || "${what}" == cert-manager ]]; then
+    build controller "${hack}/cert-manager" github.com/cert-manager/cert-manager/cmd/controller \
+        "${ldflags_cert_manager}"
+    build cainjector "${hack}/cert-manager" github.com/cert-manager/cert-manager/cmd/cainjector \
+        "${ldflags_cert_manager}"
+fi
+
+# cert-manager's deploy/crds are the sources of its chart's CRD templates: their only
+# template actions are three labels and an include of more labels. They become what
+# cert-manager's chart renders for a release named cert-manager (the chart's name
+# template's default), without the chart's extra labels; any other action is refused,
+# so a release that templates more fails here instead of applying half-rendered YAML.
+plain_cert_manager_crds() {
+    local dest="$1"
+    sed -i -e "s/'{{ template \"cert-manager.name\" . }}'/cert-manager/" \
+        -e "s/'{{ .Release.Name }}'/cert-manager/" \
+        -e '/^[[:space:]]*# Generated labels {{- include "labels" . | nindent 4 }}$/d' \
+        "${dest}"/*.yaml
+    if grep -l '{{' "${dest}"/*.yaml >&2; then
+        log "cert-manager-crds: template actions left in the files above; update plain_cert_manager_crds"
+        exit 1
+    fi
+}
 
 # The YAML files `files` (globs) of `module`@`version`'s directory `from`, copied into
 # `dest`; a `.complete` marker written last makes an interrupted copy count as absent.
@@ -352,6 +402,7 @@ copy_crds() {
         cp "${dir}/${from}"/${f} "${dest}/"
     done
     chmod u+w "${dest}"/*.yaml
+    [[ "${name}" != cert-manager-crds ]] || plain_cert_manager_crds "${dest}"
     touch "${dest}/.complete"
     log "${name}: $(find "${dest}" -name '*.yaml' | wc -l) CRDs in ${dest} ($((SECONDS - started))s)"
 }
@@ -381,6 +432,8 @@ case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version}
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
 case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
 case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
+case "${what}" in all | cert-manager)
+    log "cert-manager ${cert_manager_version} (controller, cainjector) ready in ${cert_manager_out}" ;; esac
 case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
@@ -389,6 +442,7 @@ case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
     exprcheck) printf '%s\n' "${expr_out}" ;;
     helm) printf '%s\n' "${helm_out}" ;;
+    cert-manager) printf '%s\n' "${cert_manager_out}" ;;
     crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;
