@@ -1,14 +1,17 @@
 """Starting a control plane and a namespace for e2e tests: the session's plane
-(conftest.py) and any other a module needs (test_crds.py's plane with our CRDs only)."""
+(conftest.py) and any other a module needs (test_crds.py's plane with our CRDs only);
+the chart tests' tools and the webhook configurations' caBundles."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import chart
 import controlplane
 import pytest
 
@@ -39,3 +42,21 @@ def fresh_namespace(plane: controlplane.ControlPlane) -> Iterator[str]:
     plane.kubectl("create", "namespace", name)
     yield name
     plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def tool_or_fail() -> None:
+    """helm and the chart's CRDs, or the test fails saying how to build them."""
+    try:
+        chart.helm_binary()
+        chart.crd_dirs()
+    except chart.ChartToolMissing as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+def ca_bundles(plane: controlplane.ControlPlane) -> set[str]:
+    """Every caBundle of the ``rollgate`` webhook configurations ("" where unset)."""
+    bundles = set()
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        config = json.loads(plane.kubectl("get", f"{kind}/rollgate", "-o", "json").stdout)
+        bundles |= {w["clientConfig"].get("caBundle", "") for w in config["webhooks"]}
+    return bundles

@@ -24,8 +24,7 @@ import pytest
 import upstream
 import versions
 from cryptography import x509
-from plane_kit import running_plane
-from test_chart import ca_bundles, tool_or_fail
+from plane_kit import ca_bundles, running_plane, tool_or_fail
 from verification_kit import wait_for
 
 from certs.generate import CertPaths

@@ -20,7 +20,7 @@ import chart
 import controlplane
 import pytest
 import yaml
-from plane_kit import running_plane
+from plane_kit import ca_bundles, running_plane, tool_or_fail
 
 from certs.generate import CertPaths
 
@@ -30,12 +30,6 @@ MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled":
 HOOK = "helm.sh/hook"
 
 
-def tool_or_fail() -> None:
-    try:
-        chart.helm_binary()
-        chart.crd_dirs()
-    except chart.ChartToolMissing as err:
-        pytest.fail(str(err), pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -231,12 +225,6 @@ def run_job(plane: controlplane.ControlPlane, job: dict[str, Any], tmp: Path) ->
     return out.stdout
 
 
-def ca_bundles(plane: controlplane.ControlPlane) -> set[str]:
-    bundles = set()
-    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
-        config = json.loads(plane.kubectl("get", f"{kind}/rollgate", "-o", "json").stdout)
-        bundles |= {w["clientConfig"].get("caBundle", "") for w in config["webhooks"]}
-    return bundles
 
 
 def test_job_source_issues_injects_and_the_webhook_serves(job_plane, tmp_path):
