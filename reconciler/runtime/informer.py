@@ -98,9 +98,12 @@ class Informer:
                     return  # shutting down: the stream was cut on purpose
                 self.failures += 1
                 delay = backoff_delay(self.failures, base=RETRY_BASE, cap=RETRY_CAP)
+                # failures and retry_in as fields: after each outage a user (and the
+                # fault tests) can see the back-off start afresh (failures 1, 0.5 s).
                 log.warning(
                     "list/watch failed: %s; retrying in %.1fs", brief(exc), delay,
-                    extra={"informer": self.name},
+                    extra={"informer": self.name, "failures": self.failures,
+                           "retry_in": round(delay, 3)},
                 )
                 self.on_restart("error")
                 # After an error we cannot know whether events were lost in a way

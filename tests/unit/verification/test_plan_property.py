@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import invariants
 import kargo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -39,8 +40,6 @@ from reconciler.verification.payloads import (
     FINISHED,
     collection_id,
     freight_names,
-    is_ours,
-    run_collection,
     run_of,
     run_phase,
     verification_history,
@@ -235,32 +234,9 @@ def check_pass(world: vf.World, p: vf.Plan) -> None:
 
 
 def check_settled(m: Model) -> None:
-    collections = m.collections()
-    entries = {e["id"]: (i, e) for i, c in enumerate(collections)
-               for e in verification_history(c)}
-    per_collection: dict[str, list[str]] = {}
-    for name, r in m.runs.items():
-        assert is_ours(r)
-        per_collection.setdefault(run_collection(r), []).append(name)
-        recorded = entries.get(name)
-        in_history = any(collection_id(c) == run_collection(r) for c in collections)
-        assert recorded is not None or not in_history, f"run {name} is recorded nowhere"
-        if open_run(r):
-            assert recorded is not None and recorded[0] == 0 and (
-                recorded[1].get("phase") not in FINISHED), f"run {name} left running"
-    assert all(len(v) == 1 for v in per_collection.values()), f"duplicates: {per_collection}"
-    for _, (_, entry) in entries.items():
-        r = run_for(m.runs, entry)
-        if r is not None and entry.get("phase") != "Aborted":
-            assert entry.get("phase") == vf.RUN_PHASES.get(run_phase(r), "Running"), (
-                f"{entry['id']} is {entry.get('phase')}, its run {run_phase(r)}")
-    verified = {n for c in collections
-                if (verification_history(c) or [{}])[0].get("phase") == "Successful"
-                for n in freight_names(c)}
-    for name, freight in m.freight.items():
-        marked = STAGE in (freight.get("status") or {}).get("verifiedIn", {})
-        assert marked == (name in verified), (
-            f"{name}: verifiedIn {'present' if marked else 'missing'}")
+    found = invariants.defects(stages=[m.stage], runs=m.runs.values(),
+                               freight=m.freight.values())
+    assert found.total == 0, found
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
