@@ -272,32 +272,57 @@ def _busy(snap: dict[str, list[dict[str, Any]]]) -> list[str]:
     return out
 
 
-def settle(api: Api, driver: Driver, *, timeout: float = SETTLE) -> dict[str, Any]:
-    """End every run and create every late Freight until the verifications have all
-    finished and nothing changes for 3 s; the state then, for ``invariants.defects``."""
-    deadline = time.monotonic() + timeout
+def _quiet(api: Api, *, deadline: float, step: Callable[[], Any],
+           done: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any]:
+    """Call ``step`` until ``done`` finds nothing left and no object changed for 3 s;
+    the state then."""
     last: tuple[str, ...] = ()
-    why: list[str] = []
+    why: list[str] = ["not read yet"]
     while time.monotonic() < deadline:
-        tolerant(driver.finish)
+        tolerant(step)
         snap = tolerant(lambda: snapshot(api))
         if snap is None:
             time.sleep(0.5)
             continue
-        why = _busy(snap)
+        why = done(snap)
         versions = tuple(sorted(o["metadata"]["resourceVersion"] for items in snap.values()
                                 for o in items))
         if not why and versions == last:
-            return snap
+            return dict(snap)
         last = versions if not why else ()
         time.sleep(3 if not why else 0.5)
-    raise AssertionError(f"not settled after {timeout:.0f}s: {why[:10]}")
+    raise AssertionError(f"not settled: {why[:10]}")
 
 
-def check(title: str, snap: dict[str, Any], recoveries: dict[str, list[float]]) -> None:
-    """Print the defects and recovery times of a suite; fail on any defect."""
-    found = invariants.defects(stages=snap["stages"], runs=snap["analysisruns"],
-                               freight=snap["freights"])
+def settle(api: Api, driver: Driver, *, timeout: float = SETTLE) -> tuple[
+        dict[str, Any], dict[str, Any]]:
+    """Two states, for ``invariants.defects``: once every late Freight exists and the
+    reconciler has stopped writing, with the runs as the faults left them (a run left
+    running shows only here); then once every run has ended and every verification
+    has finished."""
+    deadline = time.monotonic() + timeout
+
+    def create_late() -> None:
+        while driver.late:
+            api.freight(driver.late[0])
+            driver.late.pop(0)
+
+    before = _quiet(api, deadline=deadline, step=create_late, done=lambda snap: [])
+    after = _quiet(api, deadline=deadline, step=driver.finish, done=_busy)
+    return before, after
+
+
+def check(title: str, states: tuple[dict[str, Any], dict[str, Any]],
+          recoveries: dict[str, list[float]]) -> None:
+    """Print the defects and recovery times of a suite; fail on any defect. Runs left
+    running are counted in the first state (the settling ends every run), everything
+    else in the last."""
+    before, after = states
+    found = invariants.defects(stages=after["stages"], runs=after["analysisruns"],
+                               freight=after["freights"])
+    found.left_running = invariants.defects(
+        stages=before["stages"], runs=before["analysisruns"],
+        freight=before["freights"]).left_running
     counts = found.counts()
     REPORT.append(f"{title}: defects {found.total} "
                   + " ".join(f"{k}={v}" for k, v in counts.items()))

@@ -60,13 +60,13 @@ def test_control_plane_faults_lose_nothing(plane: controlplane.ControlPlane,
                     recoveries.append(probe())  # ready -> the reconciler's next run
             finally:
                 driver.stop()
-            snap = faultkit.settle(api, driver)
+            states = faultkit.settle(api, driver)
             relists = sum(line.get("msg") == "watch expired, re-listing"
                           for line in faultkit.log_lines(proc.log_path, offset))
             try:
                 faultkit.check(f"{fault} x{faultkit.RESTARTS} ({driver.promotions} "
                                f"promotions, {relists} informer re-lists after 410 Gone)",
-                               snap, {"ready -> new run": recoveries})
+                               states, {"ready -> new run": recoveries})
             except AssertionError as exc:
                 failed.append(f"{fault}: {exc}")
             if fault == "410" and not relists:

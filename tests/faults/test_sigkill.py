@@ -38,9 +38,9 @@ def test_sigkill_during_promotions_loses_nothing(plane: controlplane.ControlPlan
                 "--namespaces", namespace, "--no-leader-elect", name="faults-sigkill")
             recoveries.append(probe())  # kill -> the restarted reconciler's first run
         driver.stop()
-        snap = faultkit.settle(api, driver)
+        states = faultkit.settle(api, driver)
     finally:
         driver.stop()
         plane.stop_process(proc)
-    faultkit.check(f"SIGKILL x{faultkit.KILLS} ({driver.promotions} promotions)", snap,
+    faultkit.check(f"SIGKILL x{faultkit.KILLS} ({driver.promotions} promotions)", states,
                    {"kill -> new run": recoveries})
