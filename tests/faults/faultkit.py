@@ -205,12 +205,15 @@ def _next_phase(run: dict[str, Any], rng: random.Random) -> str:
 # --------------------------------------------------------------------------- the reconciler
 
 
-def start_reconciler(plane: controlplane.ControlPlane, namespace: str, *,
-                     name: str) -> controlplane.ManagedProcess:
+def start_reconciler(plane: controlplane.ControlPlane, namespace: str, *, name: str,
+                     wait: bool = True) -> controlplane.ManagedProcess:
+    """``python -m reconciler`` in engine mode for ``namespace``; ``wait=False`` leaves
+    the wait to the recovery probe (after a SIGKILL)."""
     proc = plane.start_reconciler(
         "--controllers", "stage-verification", "--stage-verification", "engine",
         "--namespaces", namespace, "--no-leader-elect", name=name)
-    proc.wait_ready(120)
+    if wait:
+        proc.wait_ready(120)
     return proc
 
 

@@ -33,9 +33,8 @@ def test_sigkill_during_promotions_loses_nothing(plane: controlplane.ControlPlan
         for _ in range(faultkit.KILLS):
             time.sleep(rng.uniform(0.2, 2.0))  # a random point of the promotions
             faultkit.sigkill(plane, proc)
-            proc = plane.start_reconciler(
-                "--controllers", "stage-verification", "--stage-verification", "engine",
-                "--namespaces", namespace, "--no-leader-elect", name="faults-sigkill")
+            proc = faultkit.start_reconciler(plane, namespace, name="faults-sigkill",
+                                             wait=False)
             recoveries.append(probe())  # kill -> the restarted reconciler's first run
         driver.stop()
         states = faultkit.settle(api, driver)
