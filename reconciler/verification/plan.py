@@ -349,9 +349,11 @@ class _Planner:
         self._terminate_forgotten(cid)
         # Freight of a newer collection follow that one's verdict, not an older one's.
         decided = set(freight_names(self.history[0]))
+        recorded = {name for c in self.history for e in verification_history(c)
+                    for name in (str(e.get("id")), run_of(e))}
         for collection in self.history[1:]:
             if collection_id(collection) != cid:
-                self._record_unrecorded(collection)
+                self._record_unrecorded(collection, recorded)
             for entry in verification_history(collection):
                 if entry.get("actor") != ACTOR or entry.get("phase") in FINISHED:
                     continue
@@ -372,19 +374,18 @@ class _Planner:
         if latest and latest[0].get("actor") == ACTOR:
             self._freight(names, latest[0])
 
-    def _record_unrecorded(self, collection: Obj) -> None:
+    def _record_unrecorded(self, collection: Obj, recorded: set[str]) -> None:
         """A run of ours for this older freight that no entry names gets one, so it
         ends like the others: a pass created it, then a SIGKILL or a refused Stage
         write (a promotion landing) lost the entry, and the Stage moved on. Without
         the entry nothing would terminate the run and its outcome would be recorded
         nowhere (issue 19). The entry goes on top: the run is newer than any entry
         the collection holds, as it was created after them."""
-        named = {str(e.get("id")) for e in verification_history(collection)} | {
-            run_of(e) for e in verification_history(collection)}
         mine = collection_id(collection)
         for run in sorted(self.w.runs, key=run_attempt):
             name = str(meta_of(run).get("name"))
-            if is_ours(run) and run_collection(run) == mine and name not in named:
+            if is_ours(run) and run_collection(run) == mine and name not in recorded:
+                recorded.add(name)  # once, should the collection appear twice
                 entry: Obj = {"id": name, "actor": ACTOR, "phase": "Pending",
                               "startTime": str(meta_of(run).get("creationTimestamp")
                                                or self.w.now)}
