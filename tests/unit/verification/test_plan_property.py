@@ -15,10 +15,15 @@ After every pass, what the planner decided must keep:
   its collection it holds (or the Freight already has it);
 - no run of an entry that is ended (Aborted, Failed, Error, Successful, Inconclusive)
   or superseded is left Pending/Running: the plan terminates it.
-And once passes run undisturbed until they plan nothing: no duplicate run, no entry
-whose phase differs from its run's, no run left running that no current entry follows,
-no run whose outcome no entry records, and ``verifiedIn`` on exactly the Freight of
-collections whose latest verification succeeded.
+And once passes run undisturbed until they plan nothing, the settled-state rules the
+fault suites check too (tests/invariants.py): no duplicate run, no entry whose phase
+differs from its run's, no run left running that no current entry follows, no run
+whose outcome no entry records, and ``verifiedIn`` as the latest verification of the
+newest collection holding the Freight says.
+
+This property found two defects, fixed in the planner: a run whose entry a crash lost
+before a promotion ran on, recorded nowhere; a Freight of an older collection that
+arrived late never got ``verifiedIn``.
 """
 
 from __future__ import annotations
