@@ -10,7 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv k8s test test-unit test-e2e lint dev bench clean
+.PHONY: venv k8s test test-unit test-e2e lint dev bench clean faults
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,7 +44,7 @@ test-unit: venv
 	$(PY) -m pytest tests/unit tests/http $(PYTEST_ARGS)
 
 test-e2e: venv k8s
-	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e tests/faults $(PYTEST_ARGS)
 
 dev: venv k8s
 	$(PY) hack/dev.py
@@ -82,3 +82,11 @@ bench-apply: venv k8s
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev
+
+# The fault suites, long version (README "make faults"): the reconciler SIGKILLed 50
+# times during promotions, then kube-apiserver and etcd restarted (3 s down) and 410 Gone
+# forced 5 times each, then five 20 s API server outages in a row; prints the defects and
+# recovery times, fails on any defect. `make test` runs the short version (defaults).
+faults: venv k8s
+	ROLLGATE_FAULT_KILLS=50 ROLLGATE_FAULT_RESTARTS=5 ROLLGATE_FAULT_DOWNTIME=3 \
+	  ROLLGATE_FAULT_OUTAGE=20 $(PY) -m pytest tests/faults $(PYTEST_ARGS)

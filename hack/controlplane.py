@@ -32,10 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import upstream
 import versions
@@ -922,6 +923,39 @@ class ControlPlane:
             procs.append(proc)
         self._timed("cert-manager", started)
         return procs[0], procs[1]
+
+    def restart(self, name: str, *, downtime: float = 0.0, timeout: float = 60.0) -> float:
+        """SIGKILL one of the plane's processes (``etcd``, ``kube-apiserver``, ...), wait
+        ``downtime`` seconds, start it again with the same flags (same port, same data),
+        and wait until it is ready. Returns the seconds from the new start to ready.
+
+        For fault tests (tests/faults/): what clients see when their API server or its
+        etcd goes away and comes back at the same address."""
+        index, old = next((i, p) for i, p in enumerate(self._procs) if p.name == name)
+        old.kill(signal.SIGKILL)
+        if downtime > 0:
+            time.sleep(downtime)
+        new = old.respawn()
+        self._procs[index] = new
+        started = time.monotonic()
+        new.wait_ready(timeout)
+        return time.monotonic() - started
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (through etcd's HTTP
+        gateway; no etcdctl needed) and return that revision: a watch from an older
+        resourceVersion then gets 410 Gone once the API server's watch cache no longer
+        holds it (after an API server restart, at the latest)."""
+        def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(
+                self.etcd_url + path, data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"}, method="POST")
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                return cast("dict[str, Any]", json.loads(resp.read()))
+
+        revision = int(post("/v3/kv/range", {"key": "Lw=="})["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     def stop_process(self, proc: ManagedProcess) -> None:
         """Stop one process this plane started (e.g. to restart it with new flags)."""

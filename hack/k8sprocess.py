@@ -80,6 +80,9 @@ class ManagedProcess:
         self.argv = list(argv)
         self.log_path = log_path
         self.url = url
+        self._env = env
+        self._cwd = cwd
+        self._death_signal = death_signal
         self._ready_check = ready_check
         self._stop_timeout = stop_timeout
         self._stopped = False
@@ -134,6 +137,18 @@ class ManagedProcess:
             _LIVE.discard(self)
         with contextlib.suppress(Exception):
             self._log.close()
+
+    def respawn(self) -> ManagedProcess:
+        """Stop this process (SIGKILL to its group) and start it again the same way:
+        same command line, environment and log (appended to). For fault tests that
+        restart one server of a plane under the clients that use it."""
+        self.kill(signal.SIGKILL)
+        self.stop()
+        return ManagedProcess(
+            self.name, self.argv, log_path=self.log_path, url=self.url, env=self._env,
+            cwd=self._cwd, ready_check=self._ready_check, stop_timeout=self._stop_timeout,
+            death_signal=self._death_signal,
+        )
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -13,7 +13,7 @@ errors), classified by the helpers at the bottom.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -203,8 +203,13 @@ class Rest:
         *,
         resource_version: str,
         timeout_seconds: int,
+        on_open: Callable[[], None] | None = None,
     ) -> Iterator[Obj]:
-        """Yield watch events (``{"type", "object"}``) until the server ends the stream."""
+        """Yield watch events (``{"type", "object"}``) until the server ends the stream.
+
+        ``on_open`` is called once the server has answered the request (2xx): a quiet
+        watch may carry no event for minutes, and a caller that counts failures needs
+        to know the server answered before the first one (the informer's back-off)."""
         query = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -218,6 +223,8 @@ class Rest:
             "GET", resource_path(resource, namespace), query=query,
             timeout=(5.0, timeout_seconds + 30), stream=True,
         )
+        if on_open is not None:
+            on_open()
         try:
             buf = b""
             for chunk in resp.stream(amt=65536, decode_content=True):

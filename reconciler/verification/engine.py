@@ -45,6 +45,7 @@ from .naming import label_value, run_labels
 from .payloads import (
     collection_id,
     current_freight,
+    freight_history,
     freight_names,
     is_ours,
     run_attempt,
@@ -152,9 +153,11 @@ class _Pass:
 
     # -- world -------------------------------------------------------------------
     def _freight(self) -> dict[str, Obj | None]:
-        current = current_freight(self.stage)
-        names = freight_names(current) if current is not None else []
-        return {n: self.ctx.cache.get(FREIGHT, self.key.namespace, n) for n in names}
+        """The Freight of every collection in the history, not only the current one: a
+        run of older freight that succeeded on its own marks that older Freight too
+        (issue 19, 1b), and the planner can only mark a Freight it is given."""
+        names = {n for c in freight_history(self.stage) for n in freight_names(c)}
+        return {n: self.ctx.cache.get(FREIGHT, self.key.namespace, n) for n in sorted(names)}
 
     def _build(self, attempt: int, request: str | None) -> Obj:
         current = current_freight(self.stage)

@@ -346,7 +346,14 @@ class _Planner:
     # -- older freight, a removed stanza, another verifier -------------------------
     def _supersede(self, cid: str) -> None:
         """Unfinished verifications of older freight end: their runs are terminated."""
+        self._terminate_forgotten(cid)
+        # Freight of a newer collection follow that one's verdict, not an older one's.
+        decided = set(freight_names(self.history[0]))
+        recorded = {name for c in self.history for e in verification_history(c)
+                    for name in (str(e.get("id")), run_of(e))}
         for collection in self.history[1:]:
+            if collection_id(collection) != cid:
+                self._record_unrecorded(collection, recorded)
             for entry in verification_history(collection):
                 if entry.get("actor") != ACTOR or entry.get("phase") in FINISHED:
                     continue
@@ -354,9 +361,46 @@ class _Planner:
                 collection["verificationHistory"] = replace_entry(
                     collection["verificationHistory"], done)
                 self._finished(done, run)
-                # A run that ended on its own verified (or failed) that older freight:
-                # its Freight are marked as for the current one (issue 19, item 1b).
-                self._freight(freight_names(collection), done)
+            names = freight_names(collection)
+            self._older_freight([n for n in names if n not in decided], collection)
+            decided.update(names)
+
+    def _older_freight(self, names: list[str], collection: Mapping[str, Any]) -> None:
+        """``verifiedIn`` of older freight follows its latest verification too: a run
+        that ended on its own after the Stage moved on (issue 19, 1b), or a Freight
+        that reached the cache only after its verification was recorded (1a, for a
+        collection that is no longer the current one)."""
+        latest = verification_history(collection)[:1]
+        if latest and latest[0].get("actor") == ACTOR:
+            self._freight(names, latest[0])
+
+    def _record_unrecorded(self, collection: Obj, recorded: set[str]) -> None:
+        """A run of ours for this older freight that no entry names gets one, so it
+        ends like the others: a pass created it, then a SIGKILL or a refused Stage
+        write (a promotion landing) lost the entry, and the Stage moved on. Without
+        the entry nothing would terminate the run and its outcome would be recorded
+        nowhere (issue 19). The entry goes on top: the run is newer than any entry
+        the collection holds, as it was created after them."""
+        mine = collection_id(collection)
+        for run in sorted(self.w.runs, key=run_attempt):
+            name = str(meta_of(run).get("name"))
+            if is_ours(run) and run_collection(run) == mine and name not in recorded:
+                recorded.add(name)  # once, should the collection appear twice
+                entry: Obj = {"id": name, "actor": ACTOR, "phase": "Pending",
+                              "startTime": str(meta_of(run).get("creationTimestamp")
+                                               or self.w.now)}
+                collection["verificationHistory"] = push(
+                    verification_history(collection), entry)
+
+    def _terminate_forgotten(self, cid: str) -> None:
+        """A run of ours still going for freight the history no longer holds (pushed
+        out by more promotions than it keeps while nothing recorded the run) is
+        terminated: no entry is left to record it in, and no one would end it."""
+        held = {collection_id(c) for c in self.history}
+        for run in self.w.runs:
+            if (is_ours(run) and run_collection(run) not in held and not _terminated(run)
+                    and run_phase(run) not in FINISHED):
+                self.out.terminate.append(Terminate(str(meta_of(run).get("name")), None))
 
     def _superseded(
         self, entry: Mapping[str, Any], cid: str

@@ -440,19 +440,24 @@ class FakeApi:
         self._call("delete", resource, namespace, name, **query)
 
     def watch(self, resource: Resource, namespace: str | None, *, resource_version: str,
-              timeout_seconds: int) -> Iterator[Obj]:
+              timeout_seconds: int, on_open: Callable[[], None] | None = None,
+              ) -> Iterator[Obj]:
         """The events (``{"type", "object"}``); like ``Rest.watch``, the request (and a
-        hook raising) happens when the iteration starts, but it is recorded at once."""
+        hook raising) happens when the iteration starts, but it is recorded at once.
+        ``on_open`` (as ``Rest.watch``'s): called once the hook (or the fake) has taken
+        the request, before the first event; a hook that is a plain function and raises
+        is a request the server never answered."""
         request = _request("watch", (resource, namespace),
                            {"resource_version": resource_version,
                             "timeout_seconds": timeout_seconds})
         with self._lock:
             self.requests.append(request)
         return self._watching(request, resource, namespace, resource_version=resource_version,
-                              timeout_seconds=timeout_seconds)
+                              timeout_seconds=timeout_seconds, on_open=on_open)
 
     def _watching(self, request: Request, resource: Resource, namespace: str | None, *,
-                  resource_version: str, timeout_seconds: int) -> Iterator[Obj]:
+                  resource_version: str, timeout_seconds: int,
+                  on_open: Callable[[], None] | None = None) -> Iterator[Obj]:
         hook = self.interceptors.watch
         client = self.direct
         try:
@@ -462,6 +467,8 @@ class FakeApi:
             else:
                 events = hook(client, resource, namespace, resource_version=resource_version,
                               timeout_seconds=timeout_seconds)
+            if on_open is not None:
+                on_open()
             yield from events
         except BaseException as exc:
             if not isinstance(exc, GeneratorExit):

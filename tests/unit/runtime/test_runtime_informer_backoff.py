@@ -78,3 +78,25 @@ def test_a_successful_list_resets_the_failure_count() -> None:
     informer.stop.wait = lambda timeout=None: False  # type: ignore[method-assign]
     informer._run()
     assert informer.failures == 0 and informer.synced.is_set()
+
+
+def test_a_quiet_watch_the_server_answered_resets_the_failure_count(
+        monkeypatch: Any) -> None:
+    """A watch of a kind nothing changes carries no event for minutes; once the server
+    has answered it, the next failure (the stream cut by an outage) starts the back-off
+    afresh. With the reset at the first event only, the count grew from one outage to
+    the next (tests/faults/test_backoff.py saw retries of 15 s after three restarts)."""
+    monkeypatch.setattr(informer_module, "backoff_delay",
+                        lambda failures, **kw: RETRY_BASE * 2 ** (failures - 1))
+    api = FakeApi()
+
+    def answered_then_cut(client: Any, *args: Any, **kwargs: Any) -> Any:
+        raise informer_module.ApiException(status=0, reason="ProtocolError: connection reset")
+        yield  # a generator: the server answered the request, the stream then broke
+
+    api.interceptors.watch = answered_then_cut
+    stop = Waits(stop_after=4)
+    informer = Informer(rest=api.rest(), resource=CONFIG_MAP, namespace=None,
+                        store=Store(CONFIG_MAP), handler=lambda *a: None, stop=stop)
+    informer._run()
+    assert stop.delays == [RETRY_BASE] * 4

@@ -204,3 +204,26 @@ def test_a_finished_verification_is_counted_in_the_controllers_own_metrics() -> 
         registry.register(collector)
     assert registry.get_sample_value("rollgate_verifications_finished_total", {
         "namespace": NS, "stage": "prod", "phase": "Successful"}) == 1
+
+
+def test_a_run_of_older_freight_that_succeeded_marks_that_freight_through_the_engine() -> None:
+    """Issue 19, 1b, end to end through the executor: the run of f1 succeeded after the
+    Stage was promoted to f2 but before rollgate recorded it. The pass gives the planner
+    the Freight of every collection in the history, so f1 gets ``verifiedIn`` (with only
+    the current collection's Freight, the planner could not mark it)."""
+    api = make_api()
+    reconcile(api)  # RUN1 created for f1, recorded Pending
+    finish_run(api, "Successful")
+    api.put(FREIGHT, {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Freight",
+                      "metadata": {"name": "f2", "namespace": NS}})
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    cid2 = freight_collection_id(["f2"])
+    stage["status"]["freightHistory"].insert(
+        0, {"id": cid2, "items": {"Warehouse/w": {"name": "f2"}}})
+    api.put(STAGE, stage)  # promoted to f2 before the success was recorded
+    reconcile(api)
+    older = api.get(STAGE, NS, "prod")["status"]["freightHistory"][1]  # type: ignore[index]
+    assert older["verificationHistory"][0]["phase"] == "Successful"
+    freight = api.get(FREIGHT, NS, "f1")
+    assert freight is not None and "prod" in freight["status"]["verifiedIn"]

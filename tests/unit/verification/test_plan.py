@@ -451,3 +451,46 @@ def test_long_stage_names_use_kargos_label_shortening() -> None:
     assert len(short) == 63
     import hashlib
     assert short == "s" * 54 + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
+def test_a_run_no_entry_records_is_recorded_and_terminated_once_superseded() -> None:
+    """Issue 19, found by the property in test_plan_property.py: a pass created the run,
+    a SIGKILL (or a 409) lost its entry, then the Stage was promoted. The older
+    collection gets an entry for the run, ended as superseded, and the run is
+    terminated: before, no entry named it, so it ran on and was recorded nowhere."""
+    cid2 = freight_collection_id(["f2"])
+    st = stage(history=[collection("f2"), collection("f1")])
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")],
+             freight={"f2": {"metadata": {"name": "f2"}}})
+    assert vf.Terminate(RUN1, None) in p.terminate
+    done = applied(st, p)["status"]["freightHistory"][1]["verificationHistory"]
+    assert [(e["id"], e["phase"], e["message"]) for e in done] == [
+        (RUN1, "Aborted", f"superseded by {cid2}")]
+    assert done[0]["analysisRun"]["name"] == RUN1
+
+
+def test_a_run_for_freight_the_history_no_longer_holds_is_terminated() -> None:
+    st = stage(history=[collection("f2")])
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = (
+        freight_collection_id(["f2"]))
+    p = plan(st, [run(RUN1, attempt=1, phase="Running")],
+             freight={"f2": {"metadata": {"name": "f2"}}})
+    assert vf.Terminate(RUN1, None) in p.terminate
+
+
+def test_a_late_freight_of_an_older_verified_collection_gets_verified_in() -> None:
+    """Issue 19, 1a for a collection that is no longer the current one: f1's run
+    succeeded and was recorded while f1 was not in the cache, then f2 was promoted;
+    when f1 arrives, it is marked (and nothing else is written)."""
+    done = {"id": RUN1, "actor": "rollgate", "phase": "Successful", "startTime": NOW,
+            "finishTime": NOW, "message": "ok",
+            "analysisRun": {"name": RUN1, "namespace": NS, "phase": "Successful"}}
+    cid2 = freight_collection_id(["f2"])
+    st = stage(history=[collection("f2"), collection("f1", history=[done])])
+    st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
+    freight = {"f1": {"metadata": {"name": "f1"}, "status": {}}, "f2": None}
+    p = plan(st, [run(RUN1, attempt=1, phase="Successful"),
+                  run(run_name("prod", cid2, 1), attempt=1, cid=cid2, phase="Running")],
+             freight=freight)
+    assert ("f1", {"status": {"verifiedIn": {"prod": {"verifiedAt": NOW}}}}) in p.freight
