@@ -8,6 +8,9 @@ list again and diff against the store so no delete is missed.
 A resource with a ``field_selector`` is listed and watched with ``fieldSelector``, so
 the store holds only the selected objects and the requests stay within RBAC rules
 limited by ``resourceNames``; one with a ``label_selector`` with ``labelSelector``.
+
+Every object is passed through ``Store.transform`` before it is stored or handed to the
+handler (README, "What the cache keeps").
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ class Informer:
                 # List items come without apiVersion/kind; watch events have them.
                 item.setdefault("apiVersion", self.resource.api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
+                items.append(self.store.transform(item))
             meta = page.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:
@@ -165,6 +168,7 @@ class Informer:
                     if rv:
                         self.resource_version = rv
                     continue
+                obj = self.store.transform(obj)
                 if etype == "DELETED":
                     old = self.store.remove(obj)
                 else:
