@@ -20,8 +20,10 @@ and metrics read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+import json
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, SupportsIndex, overload
 
 from schemas.objects import Obj, as_dict
 
@@ -32,6 +34,67 @@ _ENTRY_FIELDS: Final = ("id", "actor", "startTime", "phase", "message", "finishT
 _RUN_STATUS: Final = ("phase", "message", "startedAt", "completedAt")
 
 Transform = Callable[[Obj], Obj]
+
+
+class Packed(list[Any]):
+    """A list kept as compact JSON and decoded each time it is read: for the rarely read
+    parts of a cached object (the verifications of a Stage's older freight collections,
+    read only when a second run of such a collection shows up). Reads as the list it
+    was made from (iteration, indexing, ``len``, ``==``, copies); the decoded values
+    are fresh each time, so nothing a reader does changes the cache. ~600 bytes for ten
+    entries where the dicts cost ~4 KB."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, items: list[Any]) -> None:
+        super().__init__()
+        self._raw = json.dumps(items, separators=(",", ":")).encode()
+
+    def unpacked(self) -> list[Any]:
+        value: list[Any] = json.loads(self._raw)
+        return value
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.unpacked())
+
+    def __len__(self) -> int:
+        return len(self.unpacked())
+
+    def __bool__(self) -> bool:
+        return self._raw != b"[]"
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
+        return self.unpacked()[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self.unpacked() == (other.unpacked() if isinstance(other, Packed) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Packed({self.unpacked()!r})"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return self.unpacked()
+
+    def __copy__(self) -> list[Any]:
+        return self.unpacked()
+
+    def __reduce__(self) -> Any:
+        return (list, (self.unpacked(),))
+
+
+def _intern(value: Any) -> Any:
+    """One string object for values repeated across every Stage (phases, actors)."""
+    return sys.intern(value) if isinstance(value, str) else value
 
 
 def _pick(source: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -61,10 +124,16 @@ def _last_promotion(status: Mapping[str, Any]) -> dict[str, Any]:
     return {"lastPromotion": slim}
 
 
-def _entry(entry: Any) -> Any:
+def _entry(entry: Any, *, current: bool) -> Any:
+    """A verification entry: of the current collection's, what the metrics and findings
+    read; of an older collection's, only its run's name (which runs a verification of
+    that freight started, for the duplicate-run finding)."""
     if not isinstance(entry, dict):
         return entry
-    slim = _pick(entry, _ENTRY_FIELDS)
+    slim = _pick(entry, _ENTRY_FIELDS) if current else {}
+    for key in ("phase", "actor"):
+        if key in slim:
+            slim[key] = _intern(slim[key])
     run = entry.get("analysisRun")
     if isinstance(run, dict):
         slim["analysisRun"] = _pick(run, ("name",))
@@ -82,22 +151,29 @@ def _items(items: Any) -> Any:
             for origin, ref in items.items()}
 
 
-def _observed_collection(collection: Any) -> Any:
+def _observed_collection(collection: Any, *, current: bool) -> Any:
+    """A freight collection: its id, its Freight's names (of an older one only when it
+    has no id, which is then computed from them) and its verifications (``_entry``)."""
     if not isinstance(collection, dict):
         return collection
     slim = _pick(collection, ("id",))
-    if "items" in collection:
+    if "items" in collection and (current or not isinstance(collection.get("id"), str)
+                                  or not collection.get("id")):
         slim["items"] = _items(collection["items"])
     if "verificationHistory" in collection:
         history = collection["verificationHistory"]
-        slim["verificationHistory"] = ([_entry(e) for e in history]
-                                       if isinstance(history, list) else history)
+        if isinstance(history, list):
+            entries = [_entry(e, current=current) for e in history]
+            # An older collection's are read only for a duplicate-run finding.
+            slim["verificationHistory"] = entries if current else Packed(entries)
+        else:
+            slim["verificationHistory"] = history
     return slim
 
 
 def observed_stage(stage: Obj) -> Obj:
-    """Observe mode: metadata, and of the status the freight history (ids, Freight
-    names, verification entries without their run's namespace and phase) and
+    """Observe mode: metadata, and of the status the freight history (``_observed_collection``:
+    the current collection's verifications, the run names of older ones) and
     ``lastPromotion`` (``_last_promotion``); no spec (Kargo verifies, not rollgate)."""
     slim = _head(stage)
     status = as_dict(stage.get("status"))
@@ -105,7 +181,10 @@ def observed_stage(stage: Obj) -> Obj:
         kept: dict[str, Any] = _last_promotion(status)
         if "freightHistory" in status:
             history = status["freightHistory"]
-            kept["freightHistory"] = ([_observed_collection(c) for c in history]
+            first = next((i for i, c in enumerate(history) if isinstance(c, dict)), None) if (
+                isinstance(history, list)) else None
+            kept["freightHistory"] = ([_observed_collection(c, current=i == first)
+                                       for i, c in enumerate(history)]
                                       if isinstance(history, list) else history)
         slim["status"] = kept
     return slim
