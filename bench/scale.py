@@ -445,7 +445,8 @@ def main() -> int:
         total = sum(len(v) for v in layout.values())
         say(f"seeded {total} Stages in {seeded}s")
         result: dict[str, Any] = {
-            "stages": args.stages, "probe_stages": 2 * args.probes * len(ROLLGATES), "stages_cached": total,
+            "stages": args.stages, "probe_stages": 2 * args.probes * len(ROLLGATES),
+            "stages_cached": total,
             "namespaces": args.namespaces, "seed_s": seeded,
             "one_stage": stored_bytes(co, "scale-0", "s0"),
             "quiet_s": args.quiet_seconds}

@@ -216,7 +216,7 @@ def finished_analysis_run(name: str, namespace: str, *, stage: str, collection: 
             "metricResults": [{"name": "success-rate", "phase": "Successful",
                                "count": measurements, "successful": measurements,
                                "measurements": [
-                                   {"phase": "Successful", "value": "[0.99%d]" % m,
+                                   {"phase": "Successful", "value": f"[0.99{m}]",
                                     "startedAt": _ts(now, -300 + 30 * m),
                                     "finishedAt": _ts(now, -299 + 30 * m)}
                                    for m in range(measurements)]}]},

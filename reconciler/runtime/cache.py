@@ -40,7 +40,7 @@ def strip_metadata(obj: Obj) -> Obj:
     if not applied and not any(k in meta for k in DROPPED_METADATA):
         return obj
     slim = {k: v for k, v in meta.items() if k not in DROPPED_METADATA}
-    if applied:
+    if applied and isinstance(annotations, dict):
         slim["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
     return {**obj, "metadata": slim}
 

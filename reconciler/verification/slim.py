@@ -77,7 +77,7 @@ class Packed(list[Any]):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"Packed({self.unpacked()!r})"

@@ -154,9 +154,9 @@ _MISSING = object()
 
 def resolve(obj: Any, path: Path) -> Any:
     for step in path:
-        if isinstance(obj, dict) and step in obj:
-            obj = obj[step]
-        elif isinstance(obj, list) and isinstance(step, int) and -len(obj) <= step < len(obj):
+        in_dict = isinstance(obj, dict) and step in obj
+        if in_dict or (isinstance(obj, list) and isinstance(step, int)
+                       and -len(obj) <= step < len(obj)):
             obj = obj[step]
         else:
             return _MISSING
