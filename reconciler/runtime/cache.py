@@ -1,11 +1,11 @@
 """The in-memory store behind ``types.Cache``: one dict per resource.
 
 Objects are stored as the store's ``transform`` makes them (README, "What the cache
-keeps"): ``metadata.managedFields`` always goes, and a controller may declare, per kind,
-a pure function that keeps only what it reads (``Controller.transforms``, like
-controller-runtime's cache TransformFunc). Whoever puts an object into a store (the
-informer, ``CacheView.observe``) applies ``Store.transform`` first, so the cache and
-the handlers see one shape. Objects are handed out without copying; the ``Cache``
+keeps"): a controller may declare, per kind, a pure function that keeps only what it
+reads (``Controller.transforms``, like controller-runtime's cache TransformFunc); a kind
+with none is stored whole. Whoever puts an object into a store (the informer,
+``CacheView.observe``) applies ``Store.transform`` first, so the cache and the handlers
+see one shape. Objects are handed out without copying; the ``Cache``
 protocol says callers must not mutate them (copying 100s of objects per reconcile
 would cost more than the discipline).
 """
@@ -23,33 +23,10 @@ from schemas.objects import Obj, meta_of
 IndexFunc = Callable[[Obj], Iterable[str]]
 # obj -> what the cache keeps of it (pure: a new object, the input left alone)
 Transform = Callable[[Obj], Obj]
-# Metadata no controller reads: the server-side-apply bookkeeping (often the largest
-# part of an object) and kubectl's copy of the whole last applied object.
-DROPPED_METADATA = ("managedFields",)
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def strip_metadata(obj: Obj) -> Obj:
-    """``obj`` without ``metadata.managedFields`` and kubectl's last-applied annotation
-    (the rest shared, not copied); ``obj`` itself when it has neither."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
-    annotations = meta.get("annotations")
-    applied = isinstance(annotations, dict) and LAST_APPLIED in annotations
-    if not applied and not any(k in meta for k in DROPPED_METADATA):
-        return obj
-    slim = {k: v for k, v in meta.items() if k not in DROPPED_METADATA}
-    if applied and isinstance(annotations, dict):
-        slim["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-    return {**obj, "metadata": slim}
-
-
-def compose(transform: Transform | None) -> Transform:
-    """``strip_metadata``, then ``transform`` if any."""
-    if transform is None:
-        return strip_metadata
-    return lambda obj: transform(strip_metadata(obj))
+def _keep(obj: Obj) -> Obj:
+    return obj
 
 
 def _ns_name(obj: Obj) -> tuple[str, str]:
@@ -68,7 +45,7 @@ class Store:
     def __init__(self, resource: Resource, transform: Transform | None = None) -> None:
         self.resource = resource
         # What callers apply to an object before storing it (the module docstring).
-        self.transform: Transform = compose(transform)
+        self.transform: Transform = transform or _keep
         self._lock = threading.Lock()
         self._items: dict[str, dict[str, Obj]] = {}
         self._index_funcs: dict[str, IndexFunc] = {}

@@ -119,10 +119,9 @@ def watched_resources(controllers: Sequence[Controller]) -> list[Resource]:
 
 def cache_transforms(controllers: Sequence[Controller],
                      resources: Sequence[Resource]) -> dict[Resource, Transform | None]:
-    """The transform each resource's store applies (besides stripping managedFields):
-    a controller's ``transforms`` entry when every controller watching the resource
-    declares the same one; None otherwise, since a field one controller drops may be
-    one another reads."""
+    """The transform each resource's store applies: a controller's ``transforms`` entry
+    when every controller watching the resource declares the same one; None (stored
+    whole) otherwise, since a field one controller drops may be one another reads."""
     chosen: dict[Resource, Transform | None] = {}
     for resource in resources:
         declared = [(getattr(c, "transforms", None) or {}).get(resource)

@@ -66,7 +66,9 @@ class StageVerificationController:
     indexes = ENGINE_INDEXES
     # What the cache keeps (README, "What the cache keeps"): what the planner reads and
     # the status write carries whole.
-    transforms = {STAGE: slim.engine_stage, FREIGHT: slim.freight, ANALYSIS_RUN: slim.engine_run}
+    transforms = {STAGE: slim.engine_stage, FREIGHT: slim.freight, ANALYSIS_RUN: slim.engine_run,
+                  ANALYSIS_TEMPLATE: slim.strip_metadata,
+                  CLUSTER_ANALYSIS_TEMPLATE: slim.strip_metadata}
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.metrics = VerificationMetrics()

@@ -32,8 +32,10 @@ from schemas.objects import Obj, as_dict
 
 from .packed import Packed
 
-# (metadata.managedFields, the server-side-apply bookkeeping, is taken out by the runtime
-# for every kind: reconciler/runtime/cache.py ``strip_metadata``.)
+# Metadata no verification controller reads: the server-side-apply bookkeeping (often the
+# largest part of an object) and kubectl's copy of the whole last applied object.
+DROPPED_METADATA: Final = ("managedFields",)
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 _STAGE_STATUS_ENGINE: Final = ("freightHistory", "conditions", "health", "currentPromotion")
 _ENTRY_FIELDS: Final = ("id", "actor", "startTime", "phase", "message", "finishTime")
 _RUN_STATUS: Final = ("phase", "message", "startedAt", "completedAt")
@@ -46,13 +48,31 @@ def _intern(value: Any) -> Any:
     return sys.intern(value) if isinstance(value, str) else value
 
 
+def strip_metadata(obj: Obj) -> Obj:
+    """``obj`` without ``metadata.managedFields`` and kubectl's last-applied annotation
+    (the rest shared, not copied); ``obj`` itself when it has neither. The transform of
+    the kinds read whole (AnalysisTemplates), and the metadata of every other."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    annotations = meta.get("annotations")
+    applied = isinstance(annotations, dict) and LAST_APPLIED in annotations
+    if not applied and not any(k in meta for k in DROPPED_METADATA):
+        return obj
+    slim = {k: v for k, v in meta.items() if k not in DROPPED_METADATA}
+    if applied and isinstance(annotations, dict):
+        slim["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**obj, "metadata": slim}
+
+
 def _pick(source: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: source[k] for k in keys if k in source}
 
 
-def _head(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """apiVersion, kind and metadata (events name the object with them)."""
-    return _pick(obj, ("apiVersion", "kind", "metadata"))
+def _head(obj: Obj) -> dict[str, Any]:
+    """apiVersion, kind and metadata (events name the object with them), without what
+    ``strip_metadata`` drops."""
+    return _pick(strip_metadata(obj), ("apiVersion", "kind", "metadata"))
 
 
 def _last_promotion(status: Mapping[str, Any]) -> dict[str, Any]:

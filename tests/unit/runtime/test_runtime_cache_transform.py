@@ -1,7 +1,8 @@
-"""What the cache keeps (reconciler/runtime/cache.py ``strip_metadata``, ``Store.transform``,
-manager.py ``cache_transforms``): the informer stores, and hands its handler, objects as
-the store's transform makes them, for the list and for every watch event; the writes a
-controller observes go through the same transform.
+"""What the cache keeps (reconciler/runtime/cache.py ``Store.transform``, manager.py
+``cache_transforms``, reconciler/verification/slim.py ``strip_metadata``): the informer
+stores, and hands its handler, objects as the store's transform makes them, for the list
+and for every watch event; the writes a controller observes go through the same
+transform; a kind with no transform is stored whole.
 
 The informer talks to a real ``kubekit.rest.Rest`` answered by the fake API, as in
 test_runtime_informer_field_selector.py.
@@ -17,7 +18,7 @@ from typing import Any
 from fakeapi import FakeApi
 
 from kubekit.kinds import ANALYSIS_RUN, CONFIG_MAP, FREIGHT, STAGE, Resource
-from reconciler.runtime.cache import LAST_APPLIED, CacheView, Store, strip_metadata
+from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.manager import cache_transforms
 from reconciler.runtime.types import Watch
@@ -30,24 +31,33 @@ MANAGED = [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:data": {
 
 def cm(name: str, **data: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "managedFields": MANAGED,
-                         "annotations": {LAST_APPLIED: "{...}", "keep": "me"}},
+                         "annotations": {slim.LAST_APPLIED: "{...}", "keep": "me"}},
             "data": data}
 
 
 def test_strip_metadata_drops_the_bookkeeping_and_leaves_the_input_alone() -> None:
     obj = cm("a", k="v")
     before = copy.deepcopy(obj)
-    slimmed = strip_metadata(obj)
+    slimmed = slim.strip_metadata(obj)
     assert obj == before
     assert slimmed == {"metadata": {"name": "a", "namespace": "ns",
                                     "annotations": {"keep": "me"}}, "data": {"k": "v"}}
     assert slimmed["data"] is obj["data"]  # shared, not copied
     plain = {"metadata": {"name": "b"}}
-    assert strip_metadata(plain) is plain
+    assert slim.strip_metadata(plain) is plain
 
 
 def keep_data_only(obj: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": obj["metadata"], "data": {"kept": (obj.get("data") or {}).get("k")}}
+    return {"metadata": slim.strip_metadata(obj)["metadata"],
+            "data": {"kept": (obj.get("data") or {}).get("k")}}
+
+
+def test_a_store_without_a_transform_keeps_objects_whole() -> None:
+    """The plugins controller reads ConfigMaps' managedFields (which keys rollgate owns):
+    a kind no controller declares a transform for is stored as received."""
+    store = Store(CONFIG_MAP)
+    obj = cm("a", k="v")
+    assert store.transform(obj) is obj
 
 
 def test_the_informer_stores_and_hands_on_transformed_objects_from_list_and_watch() -> None:

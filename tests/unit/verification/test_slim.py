@@ -23,7 +23,7 @@ import pytest
 from fakeapi import Events, FakeApi, context
 
 from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Resource
-from reconciler.runtime.cache import CacheView, Store, strip_metadata
+from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.types import Key, Requeue
 from reconciler.verification import slim
 from reconciler.verification.engine import StageVerificationController
@@ -315,8 +315,8 @@ Outcome = tuple[list[str], list[tuple[str, str]], float | None]
 
 def recorded_cache(api: FakeApi, controller: Any) -> tuple[CacheView, dict[Any, set[Path]],
                                                             dict[Any, dict[str, Any]]]:
-    """A cache of whole objects (managedFields stripped, as the runtime always does)
-    whose reads are logged per object."""
+    """A cache of whole objects (managedFields included) whose reads are logged per
+    object."""
     logs: dict[Any, set[Path]] = {}
     wholes: dict[Any, dict[str, Any]] = {}
     stores: dict[Resource, Store] = {}
@@ -325,7 +325,7 @@ def recorded_cache(api: FakeApi, controller: Any) -> tuple[CacheView, dict[Any, 
         for name, func in (controller.indexes.get(resource) or {}).items():
             store.add_index(name, func)
         for obj in api.objects(resource):
-            whole = strip_metadata(copy.deepcopy(obj))
+            whole = copy.deepcopy(obj)
             key = (resource.plural, obj["metadata"]["name"])
             wholes[key], logs[key] = whole, set()
             store.upsert(wrap(copy.deepcopy(whole), (), logs[key]))
@@ -462,8 +462,8 @@ def test_the_transforms_keep_much_less_than_the_whole_objects() -> None:
     assert size(kept) < size(stage) / 3
     assert isinstance(kept["status"]["freightHistory"], Packed)
     assert size(slim.observed_run(run)) < size(run) / 2
-    assert "managedFields" not in strip_metadata(stage)["metadata"]
-    assert "kubectl.kubernetes.io/last-applied-configuration" not in strip_metadata(
+    assert "managedFields" not in slim.strip_metadata(stage)["metadata"]
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in slim.strip_metadata(
         stage)["metadata"]["annotations"]
     # Engine mode keeps what its status write carries whole.
     assert slim.engine_stage(stage)["status"]["freightHistory"] == stage["status"][
