@@ -76,6 +76,20 @@ bench-kargo: venv k8s
 	$(PY) bench/kargo.py --stages 500
 
 # Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
+# Scale: N Stages with Kargo's full histories, the real Kargo controller (default, and
+# caching every Stage of another shard) and rollgate's observe mode each alone; then
+# engine mode with full histories against the write floor (docs/benchmarks.md, "Scale").
+# rollgate-base: the reconciler of BENCH_BASE_REF (before the cache transforms), on the
+# same plane.
+BENCH_BASE_REF ?= 99d3c5e
+BENCH_BASE ?= /tmp/rollgate-bench-base
+.PHONY: bench-scale
+bench-scale: venv k8s
+	rm -rf $(BENCH_BASE) && mkdir -p $(BENCH_BASE) && git archive $(BENCH_BASE_REF) | tar -x -C $(BENCH_BASE)
+	$(PY) bench/scale.py --stages 1000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
+	$(PY) bench/scale.py --stages 10000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
+	$(PY) bench/verification.py --stages 1000 --full-history
+
 .PHONY: bench-apply
 bench-apply: venv k8s
 	$(PY) bench/apply_overhead.py

@@ -24,7 +24,7 @@ at that moment; it records the time until the standby holds the Lease and until 
 AnalysisRun of that promotion exists (the standby reconciled it). Median and worst over
 ``--trials`` (default 3). Nothing is asserted about the figures.
 
-    .venv/bin/python bench/verification.py [--stages 100] [--workers 4]
+    .venv/bin/python bench/verification.py [--stages 100] [--workers 4] [--full-history]
     .venv/bin/python bench/verification.py --takeover [--trials 3] [--lease-duration 15]
 """
 
@@ -102,9 +102,11 @@ def poll(what: str, check, timeout: float = 120.0, every: float = 0.05) -> float
 
 
 def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, *,
-         count: int) -> None:
+         count: int, full_history: bool = False) -> None:
     """Namespace ``ns`` with one AnalysisTemplate ``t`` and ``count`` Stages ``s<i>``
-    verifying with it, each with its own Freight ``f<i>`` to be promoted."""
+    verifying with it, each with its own Freight ``f<i>`` to be promoted; with
+    ``full_history`` each Stage first gets the status of a long life (hack/kargo.py
+    ``full_history_status``: 10 freight collections with 10 verifications each)."""
     plane.kubectl("create", "namespace", ns)
     co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
@@ -119,16 +121,23 @@ def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str,
             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
                                            "sources": {"direct": True}}],
                      "verification": {"analysisTemplates": [{"name": "t"}]}}})
+        if full_history:
+            co.patch_namespaced_custom_object_status(
+                KARGO, "v1alpha1", ns, "stages", f"s{i}",
+                {"status": kargo.full_history_status(f"s{i}", ns)})
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
 
 
-def promote(co: client.CustomObjectsApi, ns: str, i: int) -> None:
-    """Kargo finished promoting f<i> into s<i> (the status shapes Kargo writes)."""
+def promote(co: client.CustomObjectsApi, ns: str, i: int, *, full_history: bool = False) -> None:
+    """Kargo finished promoting f<i> into s<i> (the status shapes Kargo writes; with
+    ``full_history`` on top of the Stage's history, which Kargo keeps)."""
+    stage = (co.get_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", f"s{i}")
+             if full_history else None)
     co.patch_namespaced_custom_object_status(
         KARGO, "v1alpha1", ns, "stages", f"s{i}",
-        kargo.promotion_patch(None, {"w": f"f{i}"}, promotion=f"p{i}"))
+        kargo.promotion_patch(stage, {"w": f"f{i}"}, promotion=f"p{i}"))
 
 
 def takeover(args: argparse.Namespace) -> int:
@@ -273,6 +282,10 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
 
     rest = Rest(load_api_client(kubeconfig, pool_size=workers + 4))
     pool = ThreadPoolExecutor(workers)
+    # The older freight collections each Stage write must carry (lists are replaced
+    # whole), read once before the clock starts: the floor has no cache to keep.
+    older = {s["metadata"]["name"]: (s.get("status") or {}).get("freightHistory", [])[1:]
+             for s in rest.list(STAGE, ns)["items"]}
     rv = rest.list(ANALYSIS_RUN, ns)["metadata"]["resourceVersion"]
     ready.set()  # watching from here on: the bench may flip the runs
 
@@ -287,7 +300,8 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
                                                     "namespace": ns, "phase": "Successful"}}
         current = kargo.freight_collection({"w": f"f{i}"})
         rest.patch(STAGE, ns, stage, {"status": {
-            "freightHistory": [{**current, "verificationHistory": [entry]}],
+            "freightHistory": [{**current, "verificationHistory": [entry]},
+                               *older.get(stage, [])],
             "conditions": [{"type": "Verified", "status": "True", "reason": "Verified",
                             "message": "Freight has been verified", "observedGeneration": 1,
                             "lastTransitionTime": now}]}}, subresource="status")
@@ -302,6 +316,9 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--stages", type=int, default=100)
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--full-history", action="store_true",
+                   help="every Stage carries a long life's status (10 freight collections "
+                        "with 10 verifications each) before its promotion")
     p.add_argument("--takeover", action="store_true",
                    help="measure leader failover instead of verification latency")
     p.add_argument("--trials", type=int, default=3, help="with --takeover")
@@ -317,14 +334,15 @@ def main() -> int:
     try:
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
-        seed(plane, co, NS, count=n)
+        seed(plane, co, NS, count=n, full_history=args.full_history)
         proc = plane.start_reconciler("--controllers", "stage-verification",
                                       "--stage-verification", "engine", "--namespaces", NS,
                                       "--no-leader-elect", "--workers", str(args.workers),
                                       name="reconciler-bench")
         proc.wait_ready(60)
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda i: promote(co, NS, i), range(n)))
+            list(pool.map(lambda i: promote(co, NS, i, full_history=args.full_history),
+                          range(n)))
         poll(f"{n} runs", lambda: len(co.list_namespaced_custom_object(
             GROUP, VERSION, NS, "analysisruns")["items"]) >= n, timeout=timeout, every=0.5)
         # Let the run-created status writes settle so only the completion path is measured.
@@ -342,9 +360,10 @@ def main() -> int:
         proc.stop()
 
         # The floor: the same objects, the same writes, a bare client, the same workers.
-        seed(plane, co, FLOOR_NS, count=n)
+        seed(plane, co, FLOOR_NS, count=n, full_history=args.full_history)
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda i: promote(co, FLOOR_NS, i), range(n)))
+            list(pool.map(lambda i: promote(co, FLOOR_NS, i, full_history=args.full_history),
+                          range(n)))
 
         def create_run(i: int) -> tuple[str, str]:
             cid = kargo.collection_id([f"f{i}"])
@@ -375,6 +394,7 @@ def main() -> int:
         ours, base = rollgate["freight_verified_in"], floor["freight_verified_in"]
         result = {
             "stages": n,
+            "full_history": args.full_history,
             "workers": args.workers,
             "rollgate": rollgate,
             "floor_bare_client": floor,

@@ -775,12 +775,15 @@ class ControlPlane:
         shard: str = "",
         default_controller: bool = True,
         env: dict[str, str] | None = None,
+        ready_timeout: float = 90.0,
     ) -> ManagedProcess:
         """Start the real Kargo controller (``kargo controller``: Stages, Promotions,
         Warehouses; Argo Rollouts integration on, Argo CD's off) with the admin
         kubeconfig, and wait until its Stage controller runs its workers.
 
-        ``shard`` / ``default_controller``: its ``SHARD_NAME`` / ``IS_DEFAULT_CONTROLLER``.
+        ``shard`` / ``default_controller``: its ``SHARD_NAME`` / ``IS_DEFAULT_CONTROLLER``;
+        ``ready_timeout``: seconds to wait for its workers (its caches fill first, which
+        takes minutes with 10,000 Stages).
         """
         started = time.monotonic()
         binary = upstream.kargo_binary()
@@ -794,7 +797,7 @@ class ControlPlane:
             cwd=self.work_dir,
             ready_check=logged(log_path, log_offset(log_path), upstream.KARGO_READY_LINE),
         )
-        proc.wait_ready(90)
+        proc.wait_ready(ready_timeout)
         self._timed(name, started)
         return proc
 

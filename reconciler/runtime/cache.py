@@ -1,6 +1,11 @@
 """The in-memory store behind ``types.Cache``: one dict per resource.
 
-Objects are stored as received and handed out without copying; the ``Cache``
+Objects are stored as the store's ``transform`` makes them (README, "What the cache
+keeps"): a controller may declare, per kind, a pure function that keeps only what it
+reads (``Controller.transforms``, like controller-runtime's cache TransformFunc); a kind
+with none is stored whole. Whoever puts an object into a store (the informer,
+``CacheView.observe``) applies ``Store.transform`` first, so the cache and the handlers
+see one shape. Objects are handed out without copying; the ``Cache``
 protocol says callers must not mutate them (copying 100s of objects per reconcile
 would cost more than the discipline).
 """
@@ -16,6 +21,12 @@ from schemas.objects import Obj, meta_of
 
 # obj -> the index values it is found under (none: not indexed)
 IndexFunc = Callable[[Obj], Iterable[str]]
+# obj -> what the cache keeps of it (pure: a new object, the input left alone)
+Transform = Callable[[Obj], Obj]
+
+
+def _keep(obj: Obj) -> Obj:
+    return obj
 
 
 def _ns_name(obj: Obj) -> tuple[str, str]:
@@ -31,8 +42,10 @@ class Store:
     of every object of the kind in the cluster.
     """
 
-    def __init__(self, resource: Resource) -> None:
+    def __init__(self, resource: Resource, transform: Transform | None = None) -> None:
         self.resource = resource
+        # What callers apply to an object before storing it (the module docstring).
+        self.transform: Transform = transform or _keep
         self._lock = threading.Lock()
         self._items: dict[str, dict[str, Obj]] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
@@ -193,4 +206,5 @@ class CacheView:
         return self._store(resource).by_index(index, value)
 
     def observe(self, resource: Resource, obj: Obj) -> None:
-        self._store(resource).upsert_if_newer(obj)
+        store = self._store(resource)
+        store.upsert_if_newer(store.transform(obj))

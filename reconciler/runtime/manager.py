@@ -21,7 +21,7 @@ from kubekit.rest import Rest, brief, namespace_terminating
 from schemas.objects import Obj
 
 from .backoff import Backoff
-from .cache import CacheView, Store
+from .cache import CacheView, Store, Transform
 from .events import Recorder
 from .health import HealthServer, Metrics
 from .informer import Handler, Informer
@@ -119,6 +119,20 @@ def watched_resources(controllers: Sequence[Controller]) -> list[Resource]:
     return resources
 
 
+def cache_transforms(controllers: Sequence[Controller],
+                     resources: Sequence[Resource]) -> dict[Resource, Transform | None]:
+    """The transform each resource's store applies: a controller's ``transforms`` entry
+    when every controller watching the resource declares the same one; None (stored
+    whole) otherwise, since a field one controller drops may be one another reads."""
+    chosen: dict[Resource, Transform | None] = {}
+    for resource in resources:
+        declared = [(getattr(c, "transforms", None) or {}).get(resource)
+                    for c in controllers if resource in [w.resource for w in c.watches]]
+        first = declared[0] if declared else None
+        chosen[resource] = first if all(t is first for t in declared) else None
+    return chosen
+
+
 class Manager:
     def __init__(
         self,
@@ -138,7 +152,8 @@ class Manager:
         ]
         resources = watched_resources(controllers)
         self.resources = resources
-        self.stores = {r: Store(r) for r in resources}
+        transforms = cache_transforms(controllers, resources)
+        self.stores = {r: Store(r, transforms[r]) for r in resources}
         self.cache = CacheView(self.stores)
         self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
         for c in controllers:

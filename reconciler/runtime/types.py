@@ -131,8 +131,10 @@ class Controller(Protocol):
 
     Optionally it also has ``indexes`` (resource -> index name -> function, added to
     the cache's stores, see ``Cache.by_index``), ``resync_keys(cache)`` (see
-    ``reconciler.runtime``) and ``collectors`` (its feature's Prometheus collectors,
-    registered with no registry; the runtime serves them on /metrics).
+    ``reconciler.runtime``), ``collectors`` (its feature's Prometheus collectors,
+    registered with no registry; the runtime serves them on /metrics) and
+    ``transforms`` (resource -> a pure function returning what the cache keeps of an
+    object: the fields the controller reads; see ``runtime.cache``).
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value

@@ -39,6 +39,7 @@ from ..runtime.status import write_status
 from ..runtime.types import Cache, Context, Key, Watch
 from ..runtime.watches import cached_only
 from . import plan as vf
+from . import slim
 from .analysis_run import build_analysis_run
 from .metrics import VerificationMetrics
 from .naming import label_value, run_labels
@@ -64,6 +65,11 @@ class StageVerificationController:
     watches = (*ENGINE_WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
                Watch(CLUSTER_ANALYSIS_TEMPLATE, cached_only))
     indexes = ENGINE_INDEXES
+    # What the cache keeps (README, "What the cache keeps"): what the planner reads and
+    # the status write carries whole.
+    transforms = {STAGE: slim.engine_stage, FREIGHT: slim.freight, ANALYSIS_RUN: slim.engine_run,
+                  ANALYSIS_TEMPLATE: slim.strip_metadata,
+                  CLUSTER_ANALYSIS_TEMPLATE: slim.strip_metadata}
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.metrics = VerificationMetrics()

@@ -29,7 +29,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kubekit.kinds import FREIGHT, STAGE
+from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
 from kubekit.rest import MERGE_PATCH, is_not_found
 from schemas.objects import Obj, meta_of
 
@@ -49,6 +49,8 @@ from .payloads import (
     verification_history,
 )
 from .shards import Shard
+from .slim import freight as slim_freight
+from .slim import observed_run, observed_stage
 from .watches import INDEXES, RELATED, stage_runs
 
 log = logging.getLogger("reconciler.verification-observer")
@@ -103,6 +105,9 @@ class VerificationObserver:
         self.stages = STAGE.labelled(selector) if selector else STAGE
         self.primary = self.stages
         self.watches: tuple[Watch, ...] = (Watch(self.stages, enqueue_self), *RELATED)
+        # What the cache keeps (README, "What the cache keeps"): what this mode reads.
+        self.transforms = {self.stages: observed_stage, FREIGHT: slim_freight,
+                           ANALYSIS_RUN: observed_run}
         self.metrics = VerificationMetrics()
         self.collectors = self.metrics.collectors  # served by the runtime on /metrics
         # Whole seconds, as Kubernetes timestamps are: a verification that finished in

@@ -83,7 +83,7 @@ from kubernetes.client.exceptions import ApiException
 from kubekit import kinds
 from kubekit.kinds import Resource
 from kubekit.rest import APPLY_PATCH, JSON, JSON_PATCH, MERGE_PATCH, Rest
-from reconciler.runtime.cache import CacheView, IndexFunc, Store
+from reconciler.runtime.cache import CacheView, IndexFunc, Store, Transform
 from reconciler.runtime.types import Context
 
 Obj = dict[str, Any]
@@ -375,30 +375,36 @@ class FakeApi:
 
     def stores(self, *resources: Resource, live: bool = True,
                indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None,
+               transforms: Mapping[Resource, Transform] | None = None,
                ) -> dict[Resource, Store]:
         """One runtime ``Store`` per resource (default: every registered one) holding
         copies of what the fake holds, with ``indexes`` (a controller's ``indexes``);
         ``live``: kept up to date on every change (an informer with no lag), else a
-        snapshot (a cache that lags). For a ``CacheView`` of your own; see :meth:`cache`."""
+        snapshot (a cache that lags). Objects go in through ``Store.transform``, as the
+        informer puts them (managedFields stripped, then ``transforms``, a controller's,
+        for the resource). For a ``CacheView`` of your own; see :meth:`cache`."""
         with self._lock:
             stores: dict[Resource, Store] = {}
             for resource in resources or tuple(self._kinds.values()):
                 self.register(resource)
-                store = Store(resource)
+                store = Store(resource, (transforms or {}).get(resource))
                 for index_name, func in ((indexes or {}).get(resource) or {}).items():
                     store.add_index(index_name, func)
                 for obj in self._scope(resource, None):
                     if _selected(resource, obj):
-                        store.upsert(copy.deepcopy(obj))
+                        store.upsert(store.transform(copy.deepcopy(obj)))
                 stores[resource] = store
                 if live:
                     self._mirrors.append(store)
             return stores
 
     def cache(self, *resources: Resource, live: bool = True,
-              indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None) -> CacheView:
-        """``CacheView(self.stores(*resources, live=live, indexes=indexes))``."""
-        return CacheView(self.stores(*resources, live=live, indexes=indexes))
+              indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None,
+              transforms: Mapping[Resource, Transform] | None = None) -> CacheView:
+        """``CacheView(self.stores(*resources, live=live, indexes=indexes,
+        transforms=transforms))``."""
+        return CacheView(self.stores(*resources, live=live, indexes=indexes,
+                                     transforms=transforms))
 
     def rest(self) -> Rest:
         """A real ``kubekit.rest.Rest`` answered by this fake: its ``raw`` requests are
@@ -833,7 +839,7 @@ class FakeApi:
             if new is None or not _selected(store.resource, new):
                 store.remove(target)
             else:
-                store.upsert_if_newer(copy.deepcopy(new))
+                store.upsert_if_newer(store.transform(copy.deepcopy(new)))
 
 
 class _Direct:
@@ -1212,10 +1218,12 @@ def context(api: FakeApi, *, controller: Any = None, cache: Any = None,
             events: Events | None = None, metrics: Any = None, **options: Any) -> Context:
     """A controller's ``Context`` over ``api``: by default a live cache of the
     resources the controller watches (every registered one without a controller),
-    with the indexes it declares; a new :class:`Events`; ``options`` as the flags."""
+    with the indexes and cache transforms it declares (so every scenario runs on the
+    objects as the cache keeps them); a new :class:`Events`; ``options`` as the flags."""
     if cache is None:
         watched = tuple(w.resource for w in getattr(controller, "watches", ()) or ())
-        cache = api.cache(*watched, indexes=getattr(controller, "indexes", None))
+        cache = api.cache(*watched, indexes=getattr(controller, "indexes", None),
+                          transforms=getattr(controller, "transforms", None))
     return Context(cache=cache, client=api, events=events or Events(), options=options,
                    metrics=metrics)
 

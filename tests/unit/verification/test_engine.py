@@ -71,9 +71,10 @@ def writes(api: FakeApi) -> list[str]:
 
 def stores(api: FakeApi, controller: StageVerificationController, *,
            live: bool = True) -> dict[Resource, Store]:
-    """The stores of a cache of what ``controller`` watches, with its indexes."""
+    """The stores of a cache of what ``controller`` watches, with its indexes and cache
+    transforms."""
     return api.stores(*(w.resource for w in controller.watches), live=live,
-                      indexes=controller.indexes)
+                      indexes=controller.indexes, transforms=controller.transforms)
 
 
 def test_one_pass_creates_the_run_and_writes_the_status_once() -> None:
