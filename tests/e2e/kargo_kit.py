@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import controlplane
+import pytest
 import upstream
 from verification_kit import Cluster, send_json, wait_for
 
@@ -30,6 +31,25 @@ from verification_kit import Cluster, send_json, wait_for
 # integration off).
 STEPS = [{"uses": "compose-output", "as": "out", "config": {"done": "yes"}}]
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+@contextmanager
+def running_kargo(plane: controlplane.ControlPlane, *, name: str = "kargo-controller",
+                  webhooks: bool = False) -> Iterator[controlplane.ManagedProcess]:
+    """The real Kargo controller (and, with ``webhooks``, Kargo's own admission webhooks,
+    as ``make dev`` runs them), stopped afterwards; a missing Kargo tree fails the test
+    with the line that says how to get it (these tests never skip)."""
+    try:
+        started = plane.start_kargo_webhooks() if webhooks else None
+        proc = plane.start_kargo_controller(name=name)
+    except upstream.UpstreamMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    try:
+        yield proc
+    finally:
+        plane.stop_process(proc)
+        if started is not None:
+            plane.stop_kargo_webhooks(started)
 
 
 def ulid() -> str:

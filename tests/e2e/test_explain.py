@@ -17,8 +17,7 @@ from typing import Any
 
 import controlplane
 import pytest
-import upstream
-from kargo_kit import KargoProject
+from kargo_kit import KargoProject, running_kargo
 from verification_kit import MetricServer, verdict_template
 
 BIN = Path(sys.executable).parent
@@ -29,12 +28,8 @@ TEMPLATE = "two-step"
 
 @pytest.fixture(scope="module")
 def kargo(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
-    try:
-        proc = control_plane.start_kargo_controller(name="kargo-explain")
-    except upstream.UpstreamMissing as err:
-        pytest.fail(str(err), pytrace=False)
-    yield proc
-    control_plane.stop_process(proc)
+    with running_kargo(control_plane, name="kargo-explain") as proc:
+        yield proc
 
 
 @pytest.fixture

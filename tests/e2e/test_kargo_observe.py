@@ -17,7 +17,7 @@ from typing import Any
 import controlplane
 import pytest
 import upstream
-from kargo_kit import KargoProject, metric, slow_stage_status
+from kargo_kit import KargoProject, metric, running_kargo, slow_stage_status
 from verification_kit import MetricServer, verdict_template, wait_for
 
 # Two 4 s measurements: long enough that Kargo's own status write of the entry reaches
@@ -28,12 +28,8 @@ TWO_STEP = {"name": "two-step", "count": 2, "interval": "4s"}
 
 @pytest.fixture(scope="module")
 def kargo(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
-    try:
-        proc = control_plane.start_kargo_controller()
-    except upstream.UpstreamMissing as err:
-        pytest.fail(str(err), pytrace=False)
-    yield proc
-    control_plane.stop_process(proc)
+    with running_kargo(control_plane, name="kargo-controller") as proc:
+        yield proc
 
 
 @pytest.fixture

@@ -16,20 +16,14 @@ from typing import Any
 import controlplane
 import pytest
 import upstream
-from kargo_kit import STEPS, KargoProject, metric
+from kargo_kit import STEPS, KargoProject, metric, running_kargo
 from verification_kit import MetricServer, verdict_template, wait_for
 
 
 @pytest.fixture(scope="module")
 def kargo(control_plane: controlplane.ControlPlane) -> Iterator[controlplane.ManagedProcess]:
-    try:
-        webhooks = control_plane.start_kargo_webhooks()
-        proc = control_plane.start_kargo_controller(name="kargo-controller-webhooks")
-    except upstream.UpstreamMissing as err:
-        pytest.fail(str(err), pytrace=False)
-    yield proc
-    control_plane.stop_process(proc)
-    control_plane.stop_kargo_webhooks(webhooks)
+    with running_kargo(control_plane, name="kargo-controller-webhooks", webhooks=True) as proc:
+        yield proc
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ from typing import Any
 import controlplane
 import dev
 import pytest
-import upstream
 import yaml
+from kargo_kit import running_kargo
 from verification_kit import wait_for
 
 from reconciler.verification.naming import freight_collection_id
@@ -166,14 +166,8 @@ def test_the_sample_denial_lists_the_webhooks_causes_in_its_order() -> None:
 def kargo(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
     """Kargo's controller and its webhooks, as ``make dev`` runs them (the webhooks
     complete ``examples/kargo/promotion.yaml`` as they complete every Promotion)."""
-    try:
-        webhooks = control_plane.start_kargo_webhooks()
-        proc = control_plane.start_kargo_controller(name="kargo-readme")
-    except upstream.UpstreamMissing as err:
-        pytest.fail(str(err), pytrace=False)
-    yield proc
-    control_plane.stop_process(proc)
-    control_plane.stop_kargo_webhooks(webhooks)
+    with running_kargo(control_plane, name="kargo-readme", webhooks=True) as proc:
+        yield proc
 
 
 @pytest.fixture
