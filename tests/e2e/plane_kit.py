@@ -15,6 +15,8 @@ import chart
 import controlplane
 import pytest
 
+from certs.generate import CertPaths
+
 
 @contextmanager
 def running_plane(work_dir: Path, **options: Any) -> Iterator[controlplane.ControlPlane]:
@@ -60,3 +62,18 @@ def ca_bundles(plane: controlplane.ControlPlane) -> set[str]:
         config = json.loads(plane.kubectl("get", f"{kind}/rollgate", "-o", "json").stdout)
         bundles |= {w["clientConfig"].get("caBundle", "") for w in config["webhooks"]}
     return bundles
+
+
+def serve_secret_files(plane: controlplane.ControlPlane, files: dict[str, bytes],
+                       directory: Path) -> None:
+    """Start the plane's webhook with a TLS Secret's files (``tls.crt``, ``tls.key``,
+    ``ca.crt``) written into ``directory``: the webhook serves exactly the certificate
+    an installer (a hook Job, cert-manager) put in the cluster."""
+    directory.mkdir()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    plane.webhook_certs = CertPaths(out_dir=directory, ca_cert=directory / "ca.crt",
+                                    ca_key=directory / "ca.key",
+                                    tls_cert=directory / "tls.crt",
+                                    tls_key=directory / "tls.key")
+    plane.start_webhook()

@@ -24,10 +24,8 @@ import pytest
 import upstream
 import versions
 from cryptography import x509
-from plane_kit import ca_bundles, running_plane, tool_or_fail
+from plane_kit import ca_bundles, running_plane, serve_secret_files, tool_or_fail
 from verification_kit import wait_for
-
-from certs.generate import CertPaths
 
 BUILD = chart.REPO_ROOT / "hack" / "k8s" / "build.sh"
 SECRET = "rollgate-webhook-tls"
@@ -110,14 +108,7 @@ def test_cert_manager_issues_injects_and_the_webhook_serves(cm_plane, tmp_path):
 
     # The webhook serves that Secret's certificate (cert-manager writes no CA key, and
     # nothing here reads one).
-    served = tmp_path / "served"
-    served.mkdir()
-    for name, data in files.items():
-        (served / name).write_bytes(data)
-    plane.webhook_certs = CertPaths(out_dir=served, ca_cert=served / "ca.crt",
-                                    ca_key=served / "ca.key", tls_cert=served / "tls.crt",
-                                    tls_key=served / "tls.key")
-    plane.start_webhook()
+    serve_secret_files(plane, files, tmp_path / "served")
     port = urlsplit(plane.webhook_url).port
     assert port
     (service,) = [o for o in objects if o["kind"] == "Service"

@@ -20,9 +20,7 @@ import chart
 import controlplane
 import pytest
 import yaml
-from plane_kit import ca_bundles, running_plane, tool_or_fail
-
-from certs.generate import CertPaths
+from plane_kit import ca_bundles, running_plane, serve_secret_files, tool_or_fail
 
 SOURCES = ("secret", "cert-manager", "job")
 MONITORING = {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
@@ -260,14 +258,7 @@ def test_job_source_issues_injects_and_the_webhook_serves(job_plane, tmp_path):
 
     # The webhook serves that Secret's certificate; the API server, trusting only the
     # injected caBundle, calls it (by URL: this plane has no Service routing).
-    served = tmp_path / "served"
-    served.mkdir()
-    for name, data in files.items():
-        (served / name).write_bytes(data)
-    plane.webhook_certs = CertPaths(out_dir=served, ca_cert=served / "ca.crt",
-                                        ca_key=served / "ca.key", tls_cert=served / "tls.crt",
-                                        tls_key=served / "tls.key")
-    plane.start_webhook()
+    serve_secret_files(plane, files, tmp_path / "served")
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
         config = json.loads(plane.kubectl("get", f"{kind}/rollgate", "-o", "json").stdout)
         ops = []
