@@ -280,19 +280,26 @@ def _entry_rules(path: Path, entry: dict[str, Any], *, allow_http: bool) -> Iter
 OPERATOR_OWN_PLUGIN = "argoproj-labs/openshift"
 
 
+def _indexes_named(plugins: dict[str, Any], kind: str, name: str) -> Iterator[int]:
+    """The indexes of ``spec.plugins.<kind>`` entries called ``name`` (a malformed list
+    has none: the schema check reports it)."""
+    entries = plugins.get(kind)
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
+        if isinstance(entry, dict) and entry.get("name") == name:
+            yield index
+
+
 def _operator_refuses(plugins: dict[str, Any]) -> Iterator[Finding]:
     """A warning, not a denial: without the operator the name is a legitimate plugin."""
-    entries = plugins.get("trafficManagement")
-    for index, entry in enumerate(entries if isinstance(entries, list) else []):
-        if isinstance(entry, dict) and entry.get("name") == OPERATOR_OWN_PLUGIN:
-            yield Finding(
-                path=("spec", "plugins", "trafficManagement", index, "name"),
-                message=f"argo-rollouts-manager refuses a RolloutManager that lists "
-                f"{OPERATOR_OWN_PLUGIN} (it adds that plugin itself): where the operator "
-                "runs, it renders nothing of this spec (an edited one keeps its previous "
-                "plugins, a new one never gets its Deployment); remove the entry there",
-                warning=True,
-            )
+    for index in _indexes_named(plugins, "trafficManagement", OPERATOR_OWN_PLUGIN):
+        yield Finding(
+            path=("spec", "plugins", "trafficManagement", index, "name"),
+            message=f"argo-rollouts-manager refuses a RolloutManager that lists "
+            f"{OPERATOR_OWN_PLUGIN} (it adds that plugin itself): where the operator "
+            "runs, it renders nothing of this spec (an edited one keeps its previous "
+            "plugins, a new one never gets its Deployment); remove the entry there",
+            warning=True,
+        )
 
 
 def _operator_name_collision(plugins: dict[str, Any]) -> Iterator[Finding]:
@@ -300,17 +307,15 @@ def _operator_name_collision(plugins: dict[str, Any]) -> Iterator[Finding]:
     always renders its own traffic plugin of that name: a metric plugin of that name then
     shares ``plugin-bin/argoproj-labs/openshift`` with it in Argo Rollouts. A warning:
     without the operator the name is free."""
-    entries = plugins.get("metric")
-    for index, entry in enumerate(entries if isinstance(entries, list) else []):
-        if isinstance(entry, dict) and entry.get("name") == OPERATOR_OWN_PLUGIN:
-            yield Finding(
-                path=("spec", "plugins", "metric", index, "name"),
-                message=f"argo-rollouts-manager always adds its own traffic plugin "
-                f"{OPERATOR_OWN_PLUGIN}: where the operator runs, this metric plugin gets "
-                "the same name in the other list, and Argo Rollouts stores both binaries at "
-                f"plugin-bin/{OPERATOR_OWN_PLUGIN}; rename it there",
-                warning=True,
-            )
+    for index in _indexes_named(plugins, "metric", OPERATOR_OWN_PLUGIN):
+        yield Finding(
+            path=("spec", "plugins", "metric", index, "name"),
+            message=f"argo-rollouts-manager always adds its own traffic plugin "
+            f"{OPERATOR_OWN_PLUGIN}: where the operator runs, this metric plugin gets "
+            "the same name in the other list, and Argo Rollouts stores both binaries at "
+            f"plugin-bin/{OPERATOR_OWN_PLUGIN}; rename it there",
+            warning=True,
+        )
 
 
 def _duplicate_names(plugins: dict[str, Any]) -> Iterator[Finding]:
