@@ -28,6 +28,7 @@ from schemas.objects import Obj, meta_of
 
 from .backoff import backoff_delay
 from .cache import Store
+from .gc_pause import collection_paused
 
 log = logging.getLogger("reconciler.informer")
 # The informer's retry delays after a failed list or watch: 0.5 s doubling up to 30 s.
@@ -92,7 +93,8 @@ class Informer:
         while not self.stop.is_set():
             try:
                 if need_list:
-                    self._list()
+                    with collection_paused():
+                        self._list()
                     need_list = False
                 self._watch()
                 self.failures = 0

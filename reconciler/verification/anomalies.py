@@ -133,8 +133,12 @@ class Lagging(NamedTuple):
 
     @property
     def subject(self) -> str:
-        """The entry's id (its run's name if it has none): one finding per entry."""
-        return str(self.entry.get("id") or "") or name_of(self.run)
+        return entry_subject(self.entry, self.run)
+
+
+def entry_subject(entry: Mapping[str, Any], run: Mapping[str, Any]) -> str:
+    """The entry's id (its run's name if it has none): one finding, one refresh per entry."""
+    return str(entry.get("id") or "") or name_of(run)
 
 
 def run_finished_at(
@@ -161,6 +165,24 @@ def unrecorded_run(
     if run is None or run_phase(run) not in COMPLETED_RUN_PHASES:
         return None
     return entry, run
+
+
+def phase_change_unmapped(
+    old: Mapping[str, Any] | None, run: Mapping[str, Any], stage: Mapping[str, Any] | None
+) -> bool:
+    """True when a run's change into a completed phase finds no Stage whose current
+    verification names it, as Kargo v1.11.2's AnalysisRun handler looks it up (its
+    ``StagesByAnalysisRun`` index: ``freightHistory[0].verificationHistory[0].analysisRun``
+    of the Stages in its cache). ``stage`` is the run's Stage as a cache holds it at the
+    moment of the change. Kargo then hears of the result only at its 5-minute requeue
+    (README, "Not recorded"). A run first seen already completed (``old`` None: a list at
+    start-up) is no change, as Kargo's handler ignores creates."""
+    if old is None or run_phase(run) not in COMPLETED_RUN_PHASES or (
+            run_phase(old) == run_phase(run)):
+        return False
+    entry = current_verification(current_freight(stage)) if stage is not None else None
+    # The Stage is the run's namespace's (its label maps it there), as Kargo's runs are.
+    return entry is None or run_of(entry) != name_of(run)
 
 
 def lagging(

@@ -16,7 +16,9 @@ Memory (per process, lost on restart, which is harmless): what was counted or re
 so nothing is counted or reported twice (a verification that finished before the process
 started is not counted again: its finish time is older); when the run of a Stage's
 current verification was first seen completed (the fallback when the run has no
-``status.completedAt``); which lagging entries were refreshed.
+``status.completedAt``); which runs completed while no Stage in the cache named them yet
+(Kargo's handler, looking in its cache the same way, then missed the change too); which
+lagging entries were refreshed.
 """
 
 from __future__ import annotations
@@ -34,9 +36,16 @@ from kubekit.rest import MERGE_PATCH, is_not_found
 from schemas.objects import Obj, meta_of
 
 from ..conditions import format_time
-from ..runtime.types import Context, Key, Requeue, Watch
+from ..runtime.types import Cache, Context, Key, Requeue, Watch
 from ..runtime.watches import enqueue_self
-from .anomalies import Anomaly, anomalies, recheck_after, unrecorded_run
+from .anomalies import (
+    Anomaly,
+    anomalies,
+    entry_subject,
+    phase_change_unmapped,
+    recheck_after,
+    unrecorded_run,
+)
 from .metrics import VerificationMetrics
 from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
 from .payloads import (
@@ -51,7 +60,7 @@ from .payloads import (
 from .shards import Shard
 from .slim import freight as slim_freight
 from .slim import observed_run, observed_stage
-from .watches import INDEXES, RELATED, stage_runs
+from .watches import INDEXES, stage_of_run, stage_runs, stages_verifying
 
 log = logging.getLogger("reconciler.verification-observer")
 
@@ -66,6 +75,8 @@ class _Memory:
         self._done: set[tuple[str, str]] = set()  # (stage uid, what)
         # stage uid -> (run name, when first seen completed): the current entry's run only
         self._completed: dict[str, tuple[str, dt.datetime]] = {}
+        # Stage key -> the last run that completed while no cached Stage named it.
+        self._unmapped: dict[Key, str] = {}
 
     def first(self, uid: str, what: str) -> bool:
         """True the first time (uid, what) is asked about."""
@@ -78,6 +89,13 @@ class _Memory:
     def forget(self, uid: str, what: str) -> None:
         with self._lock:
             self._done.discard((uid, what))
+
+    def unmapped(self, key: Key, run: str | None = None) -> str | None:
+        """Remember ``run`` as the Stage's unmapped completion; return the one remembered."""
+        with self._lock:
+            if run is not None:
+                self._unmapped[key] = run
+            return self._unmapped.get(key)
 
     def first_seen(self, uid: str, run: str, now: dt.datetime) -> dict[str, dt.datetime]:
         """``{run: when it was first seen completed}``, remembering ``now`` the first time."""
@@ -104,7 +122,10 @@ class VerificationObserver:
         # reconcile (``shards`` says why the union cannot be one selector).
         self.stages = STAGE.labelled(selector) if selector else STAGE
         self.primary = self.stages
-        self.watches: tuple[Watch, ...] = (Watch(self.stages, enqueue_self), *RELATED)
+        # The runs' mapping also notes a completion no Stage names yet (_run_changed).
+        self.watches: tuple[Watch, ...] = (
+            Watch(self.stages, enqueue_self), Watch(FREIGHT, stages_verifying),
+            Watch(ANALYSIS_RUN, self._run_changed))
         # What the cache keeps (README, "What the cache keeps"): what this mode reads.
         self.transforms = {self.stages: observed_stage, FREIGHT: slim_freight,
                            ANALYSIS_RUN: observed_run}
@@ -131,7 +152,7 @@ class VerificationObserver:
         found = anomalies(stage, runs, freight, now=now, grace=self.grace, lag=self.lag,
                           first_seen=first_seen)
         self._report(ctx, key, uid, stage, found)
-        self._refresh(ctx, key, uid, stage, found)
+        self._refresh(ctx, key, uid, stage, runs, found)
         # The same ``now`` as the findings: what was not yet due there is due later.
         after = recheck_after(stage, runs, now=now, grace=self.grace, lag=self.lag,
                               first_seen=first_seen)
@@ -167,16 +188,18 @@ class VerificationObserver:
             ctx.events.emit(stage, type="Warning", reason=anomaly.kind, message=anomaly.message)
             self.metrics.anomaly(key.namespace, key.name, anomaly.kind)
 
-    def _refresh(self, ctx: Context, key: Key, uid: str, stage: Obj,
+    def _refresh(self, ctx: Context, key: Key, uid: str, stage: Obj, runs: Sequence[Obj],
                  found: Sequence[Anomaly]) -> None:
         """With ``--refresh-lagging``: Kargo's refresh request on the Stage, once per
-        lagging entry. Remembered in memory only, so a restarted reconciler may refresh
-        a still-lagging entry once more: harmless, it only asks Kargo to reconcile."""
+        lagging entry: at once when its run completed before any cached Stage named it
+        (Kargo's handler missed that change, ``_run_changed``), else when the finding is
+        due. Remembered in memory only, so a restarted reconciler may refresh a
+        still-lagging entry once more: harmless, it only asks Kargo to reconcile."""
         if not self.refresh:
             return
-        for anomaly in found:
-            what = f"r/{anomaly.subject}"
-            if anomaly.kind != NOT_RECORDED or not self._memory.first(uid, what):
+        for subject, why in self._due_refreshes(key, stage, runs, found):
+            what = f"r/{subject}"
+            if not self._memory.first(uid, what):
                 continue
             body = refresh_patch(format_time(dt.datetime.now(dt.UTC)))
             try:
@@ -190,7 +213,35 @@ class VerificationObserver:
             # The watch's echo of this write then wakes nothing (the informer skips it).
             ctx.cache.observe(self.stages, updated)
             log.info("asked Kargo to refresh the Stage", extra={
-                "key": str(key), "entry": anomaly.subject})
+                "key": str(key), "entry": subject, "why": why})
+    def _due_refreshes(self, key: Key, stage: Obj, runs: Sequence[Obj],
+                       found: Sequence[Anomaly]) -> list[tuple[str, str]]:
+        """(entry, why) of each refresh this pass asks for: the current entry when its
+        run's completion mapped to no Stage, and every ``VerificationNotRecorded``."""
+        due: list[tuple[str, str]] = []
+        unrecorded = unrecorded_run(stage, runs)
+        if unrecorded is not None and self._memory.unmapped(key) == name_of(unrecorded[1]):
+            due.append((entry_subject(*unrecorded), "completed before any Stage named the run"))
+        due += [(a.subject, "not recorded") for a in found
+                if a.kind == NOT_RECORDED and a.subject not in {s for s, _ in due}]
+        return due
+
+    # -- the mapping of run events ----------------------------------------------------
+    def _run_changed(self, old: Obj | None, run: Obj, cache: Cache) -> list[Key]:
+        """The run's Stage (``stage_of_run``). A change into a completed phase is also
+        looked up as Kargo's own handler does, among the Stages' current verifications
+        (``phase_change_unmapped``); when none in the cache names the run, Kargo's, filled
+        from the same API server at the same moment, most likely found none either and
+        will not record the result until its periodic requeue, so with
+        ``--refresh-lagging`` the pass refreshes at once instead of after
+        ``--observe-lag-seconds`` (when the caches raced the other way, the refresh is
+        one reconcile Kargo did not need; when ours lagged Kargo's, the lag still
+        catches it)."""
+        keys = stage_of_run(old, run, cache)
+        for key in keys:
+            if phase_change_unmapped(old, run, cache.get(self.stages, key.namespace, key.name)):
+                self._memory.unmapped(key, name_of(run))
+        return keys
 
 
 def _seconds(options: Mapping[str, Any], key: str, default: float) -> float:

@@ -12,6 +12,7 @@ from reconciler.verification.anomalies import (
     anomalies,
     duplicate_runs,
     not_recorded,
+    phase_change_unmapped,
     recheck_after,
     stale_runs,
     verified_despite_failure,
@@ -185,3 +186,36 @@ def test_without_completed_at_the_time_rollgate_first_saw_it_finished_counts() -
         "VerificationNotRecorded"]
     seen = {"a": NOW - dt.timedelta(seconds=2)}
     assert recheck_after(st, runs, now=NOW, lag=10, first_seen=seen) == pytest.approx(8.1)
+
+
+# ---------------------------------------------------------------- Kargo's handler's lookup
+
+
+def test_a_completion_no_stage_names_yet_is_unmapped_as_kargos_handler_finds_none() -> None:
+    running, done = run("a", C1, "Running"), run("a", C1, "Successful", completed=ago(0))
+    # Kargo's entry for run a not yet in the cache: the Stage still shows its previous run
+    before_entry = stage(collection("f0", entry("z", "Successful")))
+    assert phase_change_unmapped(running, done, before_entry)
+    assert phase_change_unmapped(running, done, stage())  # no freight history yet
+    assert phase_change_unmapped(running, done, None)  # the Stage not cached at all
+    # the entry is there: Kargo's index maps the change to the Stage
+    assert not phase_change_unmapped(running, done, stage(collection("f1", entry("a", "Running"))))
+    # an older entry naming the run does not count: Kargo indexes the current one only
+    assert phase_change_unmapped(running, done, stage(
+        collection("f1", entry("b", "Running"), entry("a", "Running"))))
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (None, "Successful"),  # first seen completed (a list): no change, Kargo ignores creates
+    ("Successful", "Successful"),  # no phase change
+    ("", "Running"),  # a change, but not into a completed phase
+    ("Pending", "Running"),
+])
+def test_only_a_change_into_a_completed_phase_counts(old: str | None, new: str) -> None:
+    previous = None if old is None else run("a", C1, old)
+    assert not phase_change_unmapped(previous, run("a", C1, new), stage())
+
+
+@pytest.mark.parametrize("phase", ["Successful", "Failed", "Error", "Inconclusive"])
+def test_every_completed_phase_is_looked_up(phase: str) -> None:
+    assert phase_change_unmapped(run("a", C1, "Running"), run("a", C1, phase), stage())

@@ -177,3 +177,75 @@ def test_a_stage_gone_before_its_refresh_is_no_error() -> None:
     ctx = context(api, controller=controller)
     api.fail("patch", api_error(404, "NotFound"))
     assert reconcile(controller, ctx) is None
+
+
+def run_event(api: FakeApi, controller: VerificationObserver, ctx: Any, *,
+              old_phase: str = "Running") -> None:
+    """The run's completion as the informer hands it to the controller's mapping, with
+    the cache as it is at that moment."""
+    (watch,) = [w for w in controller.watches if w.resource == ANALYSIS_RUN]
+    run = api.get(ANALYSIS_RUN, NS, RUN)
+    assert run is not None
+    old = {**run, "status": {"phase": old_phase}}
+    assert watch.mapper(old, run, ctx.cache) == [Key(NS, "prod")]
+
+
+def test_a_completion_before_kargos_entry_is_refreshed_at_once_without_a_finding() -> None:
+    api = make_api(entry_phase="Successful", completed=0)  # the Stage shows an older entry
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    entry = stage["status"]["freightHistory"][0]["verificationHistory"][0]
+    entry["analysisRun"]["name"] = "older-run"
+    api.put(STAGE, stage)
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    run_event(api, controller, ctx)  # the run completes: no Stage names it yet
+    # then Kargo's entry for the run arrives, still Pending, as Kargo never heard of the end
+    entry["analysisRun"]["name"], entry["phase"], entry["id"] = RUN, "Pending", "new-uuid"
+    api.put(STAGE, stage)
+    after = reconcile(controller, ctx)
+    (call,) = refreshes(api)  # at once: not after the 10 s lag
+    assert REFRESH in call.body["metadata"]["annotations"]
+    assert ctx.events.reasons() == []  # no finding yet: Kargo may still record it in time
+    assert after is not None and after > 8  # the finding stays due at the lag
+    reconcile(controller, ctx)
+    assert len(refreshes(api)) == 1  # once per entry
+
+
+def test_a_completion_kargo_could_map_waits_for_the_lag() -> None:
+    api = make_api(completed=0)  # the entry names the run before it completes
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    run_event(api, controller, ctx)
+    assert reconcile(controller, ctx) is not None
+    assert refreshes(api) == []  # Kargo's handler found the Stage: it is in Kargo's queue
+
+
+def test_an_unmapped_completion_lagging_past_the_lag_is_one_refresh_and_one_finding() -> None:
+    api = make_api(completed=30)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    stage["status"]["freightHistory"] = []
+    api.put(STAGE, stage)
+    run_event(api, controller, ctx)
+    api.put(STAGE, make_api(completed=30).get(STAGE, NS, "prod") or {})
+    reconcile(controller, ctx)
+    reconcile(controller, ctx)
+    assert len(refreshes(api)) == 1
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+
+
+def test_without_refresh_lagging_an_unmapped_completion_writes_nothing() -> None:
+    api = make_api(completed=0)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    stage["status"]["freightHistory"] = []
+    api.put(STAGE, stage)
+    controller = observer()
+    ctx = context(api, controller=controller)
+    run_event(api, controller, ctx)
+    api.put(STAGE, make_api(completed=0).get(STAGE, NS, "prod") or {})
+    reconcile(controller, ctx)
+    assert api.writes() == []
