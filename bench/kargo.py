@@ -339,6 +339,16 @@ def rollgate_metrics(url: str, n: int) -> dict[str, Any]:
             "anomalies_by_kind": dict(anomalies)}
 
 
+def refreshes_by_why(log_path: Path) -> dict[str, int]:
+    """Observe mode's refresh requests, by why (README, "Not recorded"), from the
+    reconciler's JSON log: a completion no cached Stage named yet, or an entry past the lag."""
+    whys: collections.Counter[str] = collections.Counter()
+    for line in log_path.read_text().splitlines():
+        if '"asked Kargo to refresh the Stage"' in line:
+            whys[str(json.loads(line).get("why"))] += 1
+    return dict(whys)
+
+
 # --------------------------------------------------------------------------- the objects
 
 
@@ -523,6 +533,8 @@ def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
         apiserver_cpu.finish()
         reconciler = (rollgate_metrics(measured["rollgate"].proc.url, n)
                       if "rollgate" in measured else {})
+        if key == "b":
+            reconciler["refreshes_by_why"] = refreshes_by_why(measured["rollgate"].proc.log_path)
         runs = runs_per_stage(co, ns)
         say(f"{ns}: {len(watcher.verified)}/{n} verified in {wall:.1f}s; runs per Stage {runs}")
         delete_namespace(plane, co, ns)

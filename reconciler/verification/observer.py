@@ -214,6 +214,7 @@ class VerificationObserver:
             ctx.cache.observe(self.stages, updated)
             log.info("asked Kargo to refresh the Stage", extra={
                 "key": str(key), "entry": subject, "why": why})
+
     def _due_refreshes(self, key: Key, stage: Obj, runs: Sequence[Obj],
                        found: Sequence[Anomaly]) -> list[tuple[str, str]]:
         """(entry, why) of each refresh this pass asks for: the current entry when its

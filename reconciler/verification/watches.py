@@ -62,11 +62,6 @@ def stages_of_freight(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
                   | {Key(namespace, str(meta_of(h).get("name"))) for h in holders})
 
 
-# The Stage-related kinds both modes watch, besides the Stages themselves.
-RELATED = (
-    Watch(FREIGHT, stages_verifying),
-    Watch(ANALYSIS_RUN, stage_of_run),
-)
 INDEXES = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
 # Engine mode: a Freight also maps to the Stages that hold it (stages_of_freight).
 ENGINE_WATCHES = (Watch(STAGE, enqueue_self), Watch(FREIGHT, stages_of_freight),

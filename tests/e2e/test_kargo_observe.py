@@ -234,6 +234,44 @@ def test_a_run_kargo_has_not_recorded_is_reported_and_refreshed(
             control_plane.stop_process(proc)
 
 
+def test_a_completion_kargos_handler_cannot_map_is_refreshed_before_the_lag(
+        control_plane: controlplane.ControlPlane, project: KargoProject) -> None:
+    """rollgate already running when Kargo misses the run's phase change (its entry's
+    status write held 3 s, the one-shot run finishing meanwhile): rollgate's own lookup of
+    the completion, done as Kargo's handler does it, finds no Stage naming the run, so it
+    sets Kargo's refresh request as soon as Kargo's entry appears, not after the lag
+    (60 s here, far more than Kargo needs once asked). Kargo records the result inside the
+    lag, and no finding is reported."""
+    project.stage("early")  # the one-shot `verdict` template
+    proc = reconciler(control_plane, project.ns, "observe", "--observe-lag-seconds", "60",
+                      "--refresh-lagging", name="reconciler-kargo-early-refresh")
+    try:
+        with slow_stage_status(control_plane, project.ns, seconds=3) as held:
+            project.promote("early", "a1")
+            project.wait_promoted("early", "a1")
+            entry = wait_for("Kargo's entry with its run", lambda: (
+                e := project.history("early")) and e[0].get("analysisRun", {}).get("name")
+                and e[0])
+            run = entry["analysisRun"]["name"]
+            wait_for("the run to end", lambda: (project.get(
+                "analysisrun", run) or {}).get("status", {}).get("completedAt"))
+            project.wait_verified("early", timeout=60)  # Kargo's requeue is 5 minutes away
+            assert "early" in held
+        assert project.history("early")[0]["phase"] == "Successful"
+        # the refresh came from the completion no Stage named, not from the lag
+        refreshes = [json.loads(line) for line in proc.log_path.read_text().splitlines()
+                     if '"asked Kargo to refresh the Stage"' in line]
+        assert [r["why"] for r in refreshes] == ["completed before any Stage named the run"]
+        assert (project.get("stage", "early") or {})["metadata"]["annotations"].get(
+            upstream.REFRESH_ANNOTATION)
+        time.sleep(2)
+        assert project.events("VerificationNotRecorded") == []
+        assert metric(proc, "rollgate_verification_anomalies_total",
+                      kind="VerificationNotRecorded") == 0
+    finally:
+        control_plane.stop_process(proc)
+
+
 def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
         control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
         argo_rollouts: Any, kargo: controlplane.ManagedProcess) -> None:
