@@ -249,3 +249,30 @@ def test_without_refresh_lagging_an_unmapped_completion_writes_nothing() -> None
     api.put(STAGE, make_api(completed=0).get(STAGE, NS, "prod") or {})
     reconcile(controller, ctx)
     assert api.writes() == []
+
+
+def stage_event(api: FakeApi, controller: VerificationObserver, ctx: Any) -> None:
+    """The Stage as the informer hands it to the controller's mapping."""
+    watch = next(w for w in controller.watches if w.resource.plural == "stages")
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    assert watch.mapper(None, stage, ctx.cache) == [Key(NS, "prod")]
+
+
+@pytest.mark.parametrize(("entry_age", "refreshed"), [
+    (5.0, 0),  # the entry was there long before: Kargo's handler queued the Stage
+    (0.3, 1),  # a completion close behind its entry: the caches may have raced
+])
+def test_a_completion_long_after_its_entry_is_reported_but_not_refreshed(
+        entry_age: float, refreshed: int) -> None:
+    api = make_api(completed=30)  # lagging past the 10 s lag either way
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    now = [100.0]
+    controller._clock = lambda: now[0]
+    stage_event(api, controller, ctx)  # Kargo's entry naming the run appears
+    now[0] += entry_age
+    run_event(api, controller, ctx)  # then the run completes
+    reconcile(controller, ctx)
+    assert ctx.events.reasons() == ["VerificationNotRecorded"]  # the finding stands
+    assert len(refreshes(api)) == refreshed
