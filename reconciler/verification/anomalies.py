@@ -167,6 +167,13 @@ def unrecorded_run(
     return entry, run
 
 
+def became_completed(old: Mapping[str, Any] | None, run: Mapping[str, Any]) -> bool:
+    """A watch event that changed the run's phase into a completed one (``old`` None: first
+    seen, no change)."""
+    return old is not None and run_phase(run) in COMPLETED_RUN_PHASES and (
+        run_phase(old) != run_phase(run))
+
+
 def phase_change_unmapped(
     old: Mapping[str, Any] | None, run: Mapping[str, Any], stage: Mapping[str, Any] | None
 ) -> bool:
@@ -177,8 +184,7 @@ def phase_change_unmapped(
     moment of the change. Kargo then hears of the result only at its 5-minute requeue
     (README, "Not recorded"). A run first seen already completed (``old`` None: a list at
     start-up) is no change, as Kargo's handler ignores creates."""
-    if old is None or run_phase(run) not in COMPLETED_RUN_PHASES or (
-            run_phase(old) == run_phase(run)):
+    if not became_completed(old, run):
         return False
     entry = current_verification(current_freight(stage)) if stage is not None else None
     # The Stage is the run's namespace's (its label maps it there), as Kargo's runs are.

@@ -42,9 +42,9 @@ from ..conditions import format_time
 from ..runtime.types import Cache, Context, Key, Requeue, Watch
 from ..runtime.watches import enqueue_self
 from .anomalies import (
-    COMPLETED_RUN_PHASES,
     Anomaly,
     anomalies,
+    became_completed,
     entry_subject,
     phase_change_unmapped,
     recheck_after,
@@ -61,12 +61,12 @@ from .payloads import (
     parse_time,
     refresh_patch,
     run_of,
-    run_phase,
+    stage_status,
     verification_history,
 )
 from .shards import Shard
+from .slim import decoded, observed_run, observed_stage
 from .slim import freight as slim_freight
-from .slim import observed_run, observed_stage
 from .watches import INDEXES, stage_of_run, stage_runs, stages_verifying
 
 log = logging.getLogger("reconciler.verification-observer")
@@ -76,6 +76,8 @@ NOT_RECORDED = "VerificationNotRecorded"
 # to be sure to have mapped it (rollgate's and Kargo's caches lag the API server by far
 # less); closer completions keep the refresh at the lag.
 QUEUED_AFTER = 1.0
+# How a run's completion met Kargo's handler (``_Memory.completion``).
+UNMAPPED, QUEUED = "unmapped", "queued"
 
 
 class _Memory:
@@ -86,12 +88,11 @@ class _Memory:
         self._done: set[tuple[str, str]] = set()  # (stage uid, what)
         # stage uid -> (run name, when first seen completed): the current entry's run only
         self._completed: dict[str, tuple[str, dt.datetime]] = {}
-        # Stage key -> the last run that completed while no cached Stage named it.
-        self._unmapped: dict[Key, str] = {}
         # Stage key -> (the current entry's run, when first seen naming it; monotonic).
         self._entry: dict[Key, tuple[str, float]] = {}
-        # Stage key -> the last run whose completion Kargo's handler surely mapped.
-        self._queued: dict[Key, str] = {}
+        # Stage key -> (the last completed run, UNMAPPED or QUEUED): how its completion
+        # met Kargo's handler.
+        self._completion: dict[Key, tuple[str, str]] = {}
 
     def first(self, uid: str, what: str) -> bool:
         """True the first time (uid, what) is asked about."""
@@ -105,19 +106,15 @@ class _Memory:
         with self._lock:
             self._done.discard((uid, what))
 
-    def unmapped(self, key: Key, run: str | None = None) -> str | None:
-        """Remember ``run`` as the Stage's unmapped completion; return the one remembered."""
+    def completed(self, key: Key, run: str, how: str) -> None:
         with self._lock:
-            if run is not None:
-                self._unmapped[key] = run
-            return self._unmapped.get(key)
+            self._completion[key] = (run, how)
 
-    def queued(self, key: Key, run: str | None = None) -> str | None:
-        """Remember ``run`` as a completion Kargo surely queued; return the one remembered."""
+    def completion(self, key: Key, run: str) -> str | None:
+        """How ``run``'s completion met Kargo's handler, if it was the Stage's last seen."""
         with self._lock:
-            if run is not None:
-                self._queued[key] = run
-            return self._queued.get(key)
+            seen = self._completion.get(key)
+            return seen[1] if seen is not None and seen[0] == run else None
 
     def entry_seen(self, key: Key, run: str, at: float) -> float:
         """When the Stage's current entry was first seen naming ``run`` (``at`` the
@@ -171,9 +168,10 @@ class VerificationObserver:
         log.info("observing %s", self.shard.describe())
 
     def reconcile(self, key: Key, ctx: Context) -> None:
-        stage = ctx.cache.get(self.stages, key.namespace, key.name)
-        if stage is None or not self.shard.responsible(stage):
+        cached = ctx.cache.get(self.stages, key.namespace, key.name)
+        if cached is None or not self.shard.responsible(cached):
             return  # gone, or another shard's
+        stage = decoded(cached)
         uid = str(meta_of(stage).get("uid") or key)
         now = dt.datetime.now(dt.UTC)
         self._count_finished(key, uid, stage)
@@ -254,10 +252,11 @@ class VerificationObserver:
         run's completion mapped to no Stage, and every ``VerificationNotRecorded``."""
         due: list[tuple[str, str]] = []
         unrecorded = unrecorded_run(stage, runs)
-        run = name_of(unrecorded[1]) if unrecorded is not None else None
-        if unrecorded is not None and self._memory.unmapped(key) == run:
+        how = (self._memory.completion(key, name_of(unrecorded[1]))
+               if unrecorded is not None else None)
+        if unrecorded is not None and how == UNMAPPED:
             due.append((entry_subject(*unrecorded), "completed before any Stage named the run"))
-        if run is not None and self._memory.queued(key) == run:
+        if how == QUEUED:
             return due  # in Kargo's queue: a refresh would only add to a busy queue
         due += [(a.subject, "not recorded") for a in found
                 if a.kind == NOT_RECORDED and a.subject not in {s for s, _ in due}]
@@ -265,8 +264,14 @@ class VerificationObserver:
 
     # -- the mappings of events ------------------------------------------------------
     def _stage_changed(self, old: Obj | None, stage: Obj, cache: Cache) -> list[Key]:
-        """The Stage itself; notes when its current entry was first seen naming a run."""
+        """The Stage itself; notes when its current entry was first seen naming a run.
+        Only on a change of the freight history (a ``Packed`` one compares without
+        decoding); a Stage first seen in a list has no such moment, and its runs'
+        completions get the lag's refresh, as before."""
         keys = enqueue_self(old, stage, cache)
+        history = stage_status(stage).get("freightHistory")
+        if old is None or history == stage_status(old).get("freightHistory"):
+            return keys
         run = run_of(current_verification(current_freight(stage)) or {})
         if run:
             self._memory.entry_seen(keys[0], run, self._clock())
@@ -283,15 +288,17 @@ class VerificationObserver:
         one reconcile Kargo did not need; when ours lagged Kargo's, the lag still
         catches it)."""
         keys = stage_of_run(old, run, cache)
+        if not became_completed(old, run):
+            return keys
         for key in keys:
             stage = cache.get(self.stages, key.namespace, key.name)
             if phase_change_unmapped(old, run, stage):
-                self._memory.unmapped(key, name_of(run))
-            elif self._settled(old, run, key):
-                self._memory.queued(key, name_of(run))
+                self._memory.completed(key, name_of(run), UNMAPPED)
+            elif self._settled(run, key):
+                self._memory.completed(key, name_of(run), QUEUED)
         return keys
 
-    def _settled(self, old: Obj | None, run: Obj, key: Key) -> bool:
+    def _settled(self, run: Obj, key: Key) -> bool:
         """A completion that mapped, QUEUED_AFTER seconds or more after its entry first
         named the run: Kargo's cache, fed by the same API server, had the entry too, so
         its handler queued the Stage and it will record the result (a later refresh
@@ -299,9 +306,6 @@ class VerificationObserver:
         and runs of two 4 s measurements, refreshing what Kargo had queued made it
         slower). Closer than that, the two caches may have raced, and the lag's refresh
         stays the safety net."""
-        if old is None or run_phase(old) == run_phase(run) or (
-                run_phase(run) not in COMPLETED_RUN_PHASES):
-            return False
         seen = self._memory.entry_seen(key, name_of(run), self._clock())
         return self._clock() - seen >= QUEUED_AFTER
 

@@ -48,6 +48,8 @@ class Packed(list[Any]):
         return self.unpacked()[index]
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, Packed) and other._raw == self._raw:
+            return True  # the same bytes: no decoding (a Stage event that kept its history)
         return self.unpacked() == (other.unpacked() if isinstance(other, Packed) else other)
 
     def __ne__(self, other: object) -> bool:

@@ -159,6 +159,17 @@ def observed_stage(stage: Obj) -> Obj:
     return slim
 
 
+def decoded(stage: Obj) -> Obj:
+    """The Stage with a packed freight history decoded once (a shallow copy; the cached
+    object keeps it packed): an observe pass reads the history some ten times, and each
+    read of a ``Packed`` decodes it afresh."""
+    status = as_dict(stage.get("status"))
+    history = status.get("freightHistory")
+    if not isinstance(history, Packed):
+        return stage
+    return {**stage, "status": {**status, "freightHistory": history.unpacked()}}
+
+
 def engine_stage(stage: Obj) -> Obj:
     """Engine mode: metadata, spec, and of the status what the planner reads and the
     status write carries whole (``freightHistory``, ``conditions``), ``health``,

@@ -124,3 +124,35 @@ def test_packed_reads_as_the_list_it_was_made_from() -> None:
     assert copy.deepcopy(packed) == items and type(copy.deepcopy(packed)) is list
     next(iter(packed))["analysisRun"]["name"] = "changed"  # a reader's copy only
     assert packed == items
+
+
+def test_packed_lists_compare_by_value_and_equal_bytes_without_decoding() -> None:
+    items = [{"id": "a", "phase": "Successful"}]
+    same, other = Packed(items), Packed([{"id": "b"}])
+    reordered = Packed([{"phase": "Successful", "id": "a"}])  # other bytes, equal values
+    decodes = []
+    plain = Packed.unpacked
+
+    def counted(self: Packed) -> list[object]:
+        decodes.append(self)
+        return plain(self)
+
+    Packed.unpacked = counted  # type: ignore[method-assign]
+    try:
+        assert Packed(items) == same and not decodes  # the same bytes: no decoding
+        assert Packed(items) != other and Packed(items) == reordered and decodes
+    finally:
+        Packed.unpacked = plain  # type: ignore[method-assign]
+
+
+def test_an_observe_pass_reads_the_history_decoded_once_and_leaves_the_cache_packed() -> None:
+    stage = slim.observed_stage({"metadata": {"name": "s"}, "status": {"freightHistory": [
+        {"id": "c1", "items": {"Warehouse/w": {"name": "f1"}}, "verificationHistory": [
+            {"id": "v1", "phase": "Running", "analysisRun": {"name": "r1"}}]}]}})
+    packed = stage["status"]["freightHistory"]
+    decoded = slim.decoded(stage)
+    assert type(decoded["status"]["freightHistory"]) is list
+    assert decoded["status"]["freightHistory"] == packed
+    assert stage["status"]["freightHistory"] is packed  # the cached object is unchanged
+    plain = {"metadata": {"name": "s"}, "status": {"freightHistory": []}}
+    assert slim.decoded(plain) is plain

@@ -252,11 +252,13 @@ def test_without_refresh_lagging_an_unmapped_completion_writes_nothing() -> None
 
 
 def stage_event(api: FakeApi, controller: VerificationObserver, ctx: Any) -> None:
-    """The Stage as the informer hands it to the controller's mapping."""
+    """Kargo's entry appearing, as the informer hands the change to the controller's
+    mapping: the Stage before (no freight history yet) and after, as the cache keeps them."""
     watch = next(w for w in controller.watches if w.resource.plural == "stages")
-    stage = api.get(STAGE, NS, "prod")
+    stage = ctx.cache.get(watch.resource, NS, "prod")
     assert stage is not None
-    assert watch.mapper(None, stage, ctx.cache) == [Key(NS, "prod")]
+    before = {**stage, "status": {**stage["status"], "freightHistory": []}}
+    assert watch.mapper(before, stage, ctx.cache) == [Key(NS, "prod")]
 
 
 @pytest.mark.parametrize(("entry_age", "refreshed"), [
