@@ -9,10 +9,13 @@ import statistics
 from typing import Any
 
 
-def summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, float | None]:
     """n, median, p90, p99 (nearest rank) and worst of ``values`` (seconds), in milliseconds
-    precision."""
+    precision; with no values, n 0 and the rest None (a probe that saw nothing is a figure
+    to report, not a crash)."""
     ordered = sorted(values)
+    if not ordered:
+        return {"n": 0, "median_s": None, "p90_s": None, "p99_s": None, "worst_s": None}
     return {"n": len(ordered),
             "median_s": round(statistics.median(ordered), 3),
             "p90_s": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 3),

@@ -118,7 +118,7 @@ def freight_reference(name: str, *, warehouse: str = "w", tag: str = "v1.0.0") -
                          "committer": "Release Bot <release@example.com>"}]}
 
 
-def _verification(stage: str, namespace: str, cid: str, k: int, j: int,
+def _verification(stage: str, namespace: str, cid: str, j: int,
                   at: dt.datetime) -> dict[str, Any]:
     run = f"{stage}.{hashlib.sha1(f'{cid}{j}'.encode()).hexdigest()[:26]}.{cid[:7]}"
     entry_id = hashlib.md5(run.encode()).hexdigest()
@@ -147,7 +147,7 @@ def full_history_status(stage: str, namespace: str, *, warehouse: str = "w",
             "id": cid,
             "items": {f"Warehouse/{warehouse}": freight_reference(
                 name, warehouse=warehouse, tag=f"v1.{collections - k}.0")},
-            "verificationHistory": [_verification(stage, namespace, cid, k, j, at)
+            "verificationHistory": [_verification(stage, namespace, cid, j, at)
                                     for j in range(verifications)]})
     current = history[0]
     started = now - dt.timedelta(minutes=15)

@@ -80,10 +80,11 @@ def _stage_defects(stage: Mapping[str, Any], runs: list[Mapping[str, Any]],
     for index, collection in enumerate(collections):
         seen: set[str] = set()
         for entry in verification_history(collection):
-            if entry.get("id") in seen:
-                out.duplicates.append(f"{name}: entry {entry.get('id')} twice")
-            seen.add(str(entry.get("id")))
-            entries.setdefault(str(entry.get("id")), (index, entry))
+            entry_id = str(entry.get("id"))
+            if entry_id in seen:
+                out.duplicates.append(f"{name}: entry {entry_id} twice")
+            seen.add(entry_id)
+            entries.setdefault(entry_id, (index, entry))
             entries.setdefault(run_of(entry), (index, entry))
     named = {str(r["metadata"]["name"]): r for r in runs}
     per_collection: dict[str, list[str]] = {}

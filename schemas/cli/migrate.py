@@ -379,7 +379,8 @@ def migrate_source(source: Source, index: StageIndex | None = None) -> Outcome:
     """Migrate every Stage of ``source`` that has ``spec.analysis``,
     ``spec.subscriptions`` or ``spec.promotionMechanisms`` (upstream Stages looked up in
     ``index``, by default the Stages of ``source``); all or nothing."""
-    index = index or StageIndex(located.data for located in objects(source))
+    if index is None:
+        index = StageIndex(located.data for located in objects(source))
     edits: list[_Edit] = []
     outcome = Outcome(text=source.text)
     expected: list[tuple[Located, _Rewrite]] = []

@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from schemas.constants import KIND_STAGE
-from schemas.crdschema.load import as_dict
 from schemas.crdschema.replaced import PROMOTION_MECHANISMS, SUBSCRIPTIONS
 from schemas.dispatch import owned_kind
 from schemas.findings import Finding
+from schemas.objects import meta_of
 from schemas.translate import quote
 
 WAREHOUSE = "Warehouse"
@@ -37,7 +37,7 @@ class StageIndex:
         for stage in stages:
             if owned_kind(stage) != KIND_STAGE or not isinstance(stage.get("spec"), dict):
                 continue
-            name = as_dict(stage.get("metadata")).get("name")
+            name = meta_of(stage).get("name")
             if isinstance(name, str):
                 self._specs[(_namespace(stage), name)] = stage["spec"]
 
@@ -66,7 +66,7 @@ class StageIndex:
 
 
 def _namespace(stage: dict[str, Any]) -> str:
-    namespace = as_dict(stage.get("metadata")).get("namespace")
+    namespace = meta_of(stage).get("namespace")
     return namespace if isinstance(namespace, str) else ""
 
 

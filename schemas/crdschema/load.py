@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from schemas.crdschema.compiled import Node, compile_schema
+from schemas.objects import as_dict
 
 BUNDLED_FILES = ("kargo_stages.yaml", "argoproj_rolloutmanagers.yaml")
 
@@ -30,7 +31,6 @@ class VersionSchema:
 
     schema: Mapping[str, Any]
     status_subresource: bool
-    source: str
     root: Node = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -52,11 +52,6 @@ class CrdSchemas:
         return CrdSchemas({**fallback.kinds, **self.kinds})
 
 
-def as_dict(value: object) -> dict[str, Any]:
-    """``value`` when it is a mapping, else an empty one (user files have any shape)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _crds(document: object) -> Iterable[dict[str, Any]]:
     if not isinstance(document, dict):
         return
@@ -67,7 +62,7 @@ def _crds(document: object) -> Iterable[dict[str, Any]]:
             yield from _crds(item)
 
 
-def _versions(crd: dict[str, Any], source: str) -> dict[str, VersionSchema]:
+def _versions(crd: dict[str, Any]) -> dict[str, VersionSchema]:
     spec = as_dict(crd.get("spec"))
     out: dict[str, VersionSchema] = {}
     for version in spec.get("versions") or []:
@@ -76,7 +71,7 @@ def _versions(crd: dict[str, Any], source: str) -> dict[str, VersionSchema]:
         schema = as_dict(version.get("schema")).get("openAPIV3Schema")
         if isinstance(schema, dict) and isinstance(version.get("name"), str):
             status = "status" in (version.get("subresources") or {})
-            out[version["name"]] = VersionSchema(schema, status, source)
+            out[version["name"]] = VersionSchema(schema, status)
     return out
 
 
@@ -84,12 +79,12 @@ def schemas_from_documents(documents: Iterable[tuple[str, object]]) -> CrdSchema
     """The CRDs among ``(source name, parsed document)`` pairs; other documents are
     ignored. A CRD without a served version with a schema adds nothing."""
     kinds: dict[tuple[str, str], dict[str, VersionSchema]] = {}
-    for source, document in documents:
+    for _source, document in documents:
         for crd in _crds(document):
             spec = as_dict(crd.get("spec"))
             names = as_dict(spec.get("names"))
             group, kind = spec.get("group"), names.get("kind")
-            versions = _versions(crd, source)
+            versions = _versions(crd)
             if isinstance(group, str) and isinstance(kind, str) and versions:
                 kinds[(group, kind)] = versions
     return CrdSchemas(kinds)

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from verification_kit import Cluster, verdict_template
 
 from reconciler.verification.naming import freight_collection_id, run_name
+from reconciler.verification.payloads import FINISHED
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 KARGO = "kargo.akuity.io"
@@ -160,7 +161,7 @@ class Driver:
         if roll < 0.4:
             self.promote(self.rng.choice(self.stages))
         elif roll < 0.5 and self.late:
-            self.api.freight(self.late.pop(0))
+            self.create_late(1)
         else:
             self.move_a_run()
         return True
@@ -181,10 +182,17 @@ class Driver:
         run = self.rng.choice(runs)
         self.api.set_run_phase(run["metadata"]["name"], _next_phase(run, self.rng))
 
+    def create_late(self, count: int | None = None) -> None:
+        """Create the next ``count`` late Freight (all by default). Each is forgotten only
+        once it exists: a create that fails in a fault is tried again, so no late Freight
+        goes missing and out of the invariants' sight."""
+        for _ in range(len(self.late) if count is None else min(count, len(self.late))):
+            self.api.freight(self.late[0])
+            self.late.pop(0)
+
     def finish(self) -> None:
         """Every late Freight created and every run ended (Successful), once."""
-        while self.late:
-            self.api.freight(self.late.pop(0))
+        self.create_late()
         for run in self.api.list("analysisruns"):
             if not _ended(run):
                 self.api.set_run_phase(run["metadata"]["name"], "Successful")
@@ -269,8 +277,7 @@ def _busy(snap: dict[str, list[dict[str, Any]]]) -> list[str]:
         if not history:
             continue
         latest = (history[0].get("verificationHistory") or [{}])[0]
-        if latest.get("phase") not in ("Successful", "Failed", "Error", "Inconclusive",
-                                       "Aborted"):
+        if latest.get("phase") not in FINISHED:
             out.append(f"stage {stage['metadata']['name']} ({latest.get('phase') or 'none'})")
     return out
 
@@ -305,12 +312,7 @@ def settle(api: Api, driver: Driver, *, timeout: float = SETTLE) -> tuple[
     has finished."""
     deadline = time.monotonic() + timeout
 
-    def create_late() -> None:
-        while driver.late:
-            api.freight(driver.late[0])
-            driver.late.pop(0)
-
-    before = _quiet(api, deadline=deadline, step=create_late, done=lambda snap: [])
+    before = _quiet(api, deadline=deadline, step=driver.create_late, done=lambda snap: [])
     after = _quiet(api, deadline=deadline, step=driver.finish, done=_busy)
     return before, after
 
@@ -357,6 +359,3 @@ def log_lines(path: Path, offset: int) -> Iterator[dict[str, Any]]:
             if isinstance(line, dict):
                 yield line
 
-
-def log_size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0

@@ -62,7 +62,7 @@ def test_each_outage_is_retried_from_the_initial_delay(plane: controlplane.Contr
     try:
         probe()  # working before the first outage
         for outage in range(1, OUTAGES + 1):
-            offset = faultkit.log_size(proc.log_path)
+            offset = controlplane.log_offset(proc.log_path)
             plane.restart("kube-apiserver", downtime=faultkit.OUTAGE)
             ready = time.monotonic()
             recoveries.append(probe())

@@ -49,7 +49,7 @@ def test_control_plane_faults_lose_nothing(plane: controlplane.ControlPlane,
     failed: list[str] = []
     try:
         for fault, inject in FAULTS.items():
-            offset = faultkit.log_size(proc.log_path)
+            offset = controlplane.log_offset(proc.log_path)
             driver = faultkit.Driver(api, STAGES, rng)
             driver.start()
             recoveries: list[float] = []

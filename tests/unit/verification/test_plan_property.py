@@ -51,7 +51,7 @@ from reconciler.verification.payloads import (
 )
 
 STAGE = "prod"
-RUN_END = ("Successful", "Failed", "Error", "Inconclusive")
+RUN_END = invariants.RUN_END
 # A run's phase as the Argo Rollouts controller moves it ("" = just created).
 RUN_MOVES = ("Running", *RUN_END)
 
@@ -206,10 +206,6 @@ def run_for(runs: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any] | Non
     return runs.get(run_of(entry)) or runs.get(str(entry.get("id") or ""))
 
 
-def open_run(r: dict[str, Any] | None) -> bool:
-    return r is not None and run_phase(r) not in RUN_END and not r["spec"].get("terminate")
-
-
 def check_pass(world: vf.World, p: vf.Plan) -> None:
     before = {e.get("id"): e.get("phase")
               for c in world.stage["status"].get("freightHistory") or []
@@ -233,7 +229,7 @@ def check_pass(world: vf.World, p: vf.Plan) -> None:
                             freight.get("status") or {}).get("verifiedIn", {}), (
                             f"{entry['id']} recorded Successful, {name} not marked")
             ended = entry.get("phase") in (*FINISHED, "Aborted") or index > 0
-            if ended and open_run(run_for(runs, entry)):
+            if ended and invariants.open_run(run_for(runs, entry)):
                 assert run_for(runs, entry)["metadata"]["name"] in terminated, (  # type: ignore[index]
                     f"{entry['id']} is {entry.get('phase')} but its run is left running")
 
