@@ -74,6 +74,7 @@ bench-plugins: venv k8s
 bench-kargo: venv k8s
 	$(PY) bench/kargo.py --stages 50
 	$(PY) bench/kargo.py --stages 500
+	$(PY) bench/kargo.py --stages 50 --runs two-step --scenarios a,c,c-paced --repeat 5
 
 # Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
 # Scale: N Stages with Kargo's full histories, the real Kargo controller (default, and

@@ -2,8 +2,10 @@
 observe mode asking it to refresh, and by rollgate's engine, on one plane.
 
 One control plane (hack/controlplane.py, no webhook), the real Argo Rollouts controller
-(AnalysisRuns only) executing every run; its ``web`` metric asks an HTTP server in this
-process (tests/e2e/verification_kit.py's ``MetricServer``). For each run length, instant
+(AnalysisRuns only) executing every run; its ``web`` metric asks an HTTP server in a
+process of its own (tests/e2e/verification_kit.py's ``MetricServer``: in this process it
+answered the runs of (c) later than those of (a), while this process wrote (c)'s
+promotions). For each run length, instant
 (one measurement) and ``two-step`` (``count: 2, interval: 4s``), each scenario in its own
 Project namespace with N Stages ``s<i>`` verifying with one AnalysisTemplate, each Stage
 promoted to its own Freight ``f-<i>``; exactly one verifier is active per scenario:
@@ -41,8 +43,13 @@ Then the ratios to (c) and the targets: (c) ahead of (a) on every figure, and (b
 instant-run p99 within 2 s + 1.5 x (c)'s p99. Nothing is asserted. Results:
 docs/benchmarks.md.
 
+``--repeat K`` runs every scenario K times, interleaved (a, c, a, c, ...), round k
+promoting at phase (k + 0.5) / K of the wall-clock second (a two-step run's length
+depends on it; see ``scenario``); the ratios and targets then take the latency figures
+over every Stage of every round and the others as medians of the rounds.
+
     .venv/bin/python bench/kargo.py [--stages 50] [--runs instant,two-step]
-        [--scenarios a,b,c,c-paced] [--workers 4] [--kargo-timeout 330]
+        [--scenarios a,b,c,c-paced] [--workers 32] [--repeat 1] [--kargo-timeout 330]
         [--late-seconds 60] [--work-dir DIR]
 """
 
@@ -53,6 +60,7 @@ import collections
 import contextlib
 import json
 import math
+import multiprocessing
 import os
 import re
 import statistics
@@ -76,6 +84,8 @@ from kargo_kit import STEPS, ulid  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 from stats import report  # noqa: E402
 from verification_kit import MetricServer, verdict_template  # noqa: E402
+
+from reconciler.runtime.manager import DEFAULT_WORKERS  # noqa: E402
 
 KARGO = "kargo.akuity.io"
 V1 = "v1alpha1"
@@ -431,6 +441,36 @@ def delete_namespace(plane: controlplane.ControlPlane, co: client.CustomObjectsA
         time.sleep(1)
 
 
+def _serve_metrics(conn: Any) -> None:
+    server = MetricServer()
+    conn.send(server.url)
+    while conn.recv() == "hits":
+        conn.send(len(server.hits))
+    server.close()
+
+
+class MetricProcess:
+    """The web metric's endpoint in a child process: it stands for a monitoring system, and
+    sharing this process's interpreter lock with the bench's own writers and watches made
+    it answer later exactly while the bench was busiest, in the engine scenarios."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve_metrics, args=(child,), daemon=True)
+        self._proc.start()
+        self.url: str = self._conn.recv()
+
+    def hits(self) -> int:
+        self._conn.send("hits")
+        return int(self._conn.recv())
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.send("stop")
+        self._proc.join(5)
+
+
 # --------------------------------------------------------------------------- a scenario
 
 
@@ -439,6 +479,9 @@ class Result:
     scenario: str
     run: str
     n: int
+    round: int = 0
+    # Per Stage, seconds: "total" (promotion recorded -> Verified=True), "verifier_share".
+    samples: dict[str, list[float]] = field(default_factory=dict)
     offsets: dict[str, float] = field(default_factory=dict)
     latency: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
@@ -460,9 +503,9 @@ def say(message: str) -> None:
 
 
 def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
-             rollouts: controlplane.ManagedProcess, metrics: MetricServer, *, key: str,
+             rollouts: controlplane.ManagedProcess, metrics: MetricProcess, *, key: str,
              run: str, n: int, args: argparse.Namespace,
-             pace: dict[str, float] | None = None) -> Result:
+             pace: dict[str, float] | None = None, phase: float = 0.5) -> Result:
     ns = f"bench-kargo-{key}-{run}"
     with_kargo = key in ("a", "b")
     timeout = args.kargo_timeout if with_kargo else args.timeout
@@ -502,11 +545,13 @@ def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
         apiserver_cpu.mark()
         promote = promote_with_kargo if with_kargo else promote_as_kargo
         say(f"{ns}: promoting {n} Stages (settled in {settled}s)")
-        # Every scenario promotes at the same point of the wall-clock second: the Argo
-        # Rollouts controller schedules a run's next measurement from the previous one's
-        # finishedAt, stored to the second, so the sub-second phase at which the runs
-        # start shifts a two-step run's length by up to 1 s for all Stages alike.
-        time.sleep(1 - time.time() % 1)
+        # The promotions start at ``phase`` of the wall-clock second. The Argo Rollouts
+        # controller takes a run's next measurement at the previous one's finishedAt as
+        # stored, to the second, plus the interval: a two-step run lasts 3-4 s, shorter the
+        # later in its second it started. Kargo's Promotion controller spreads (a)'s runs
+        # over seconds, so (a) sees every phase; (c)'s burst starts its runs within a few
+        # hundred ms, at one phase, so rounds take (c) through the phases evenly.
+        time.sleep((phase - time.time() % 1) % 1)
         t0 = time.monotonic()
 
         def one(i: int) -> None:
@@ -570,6 +615,7 @@ def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
     reads = sum(v for (verb, _, _), v in delta.items() if verb in READ_VERBS)
     first = min(watcher.promoted.values(), default=0.0)
     return Result(key, run, n, offsets={s: t - first for s, t in watcher.promoted.items()},
+                  samples={"total": latencies, "verifier_share": verifier_share},
                   latency={
         **summary(latencies),
         "verified": len(watcher.verified),
@@ -630,55 +676,93 @@ FIGURES: list[tuple[str, Callable[[Result], float | None]]] = [
 ]
 
 
+# Latency figures over several rounds come from every Stage of every round pooled: one
+# round's Stages share the phase its promotions started at (see ``scenario``), so a median
+# of per-round percentiles would weigh phases, not Stages. The rest: medians over rounds.
+POOLED = {"p50 s": ("total", "p50_s"), "p99 s": ("total", "p99_s"),
+          "max s": ("total", "max_s"),
+          "verifier share p50 s": ("verifier_share", "p50_s"),
+          "verifier share p99 s": ("verifier_share", "p99_s")}
+
+
+def over_rounds(results: list[Result]) -> dict[str, float | None]:
+    """Each figure of one scenario over its rounds (a single round: its own figures)."""
+    out: dict[str, float | None] = {}
+    for name, f in FIGURES:
+        if name in POOLED:
+            sample, stat = POOLED[name]
+            out[name] = summary([x for r in results for x in r.samples[sample]])[stat]
+        else:
+            values = [v for v in (f(r) for r in results) if v is not None]
+            out[name] = round(statistics.median(values), 3) if values else None
+    return out
+
+
 def compare(results: list[Result]) -> dict[str, Any]:
+    """Ratios to (c) and the targets, per run length, on each figure over the rounds
+    (``over_rounds``)."""
     out: dict[str, Any] = {}
-    by = {(r.scenario, r.run): r for r in results}
+    by: dict[tuple[str, str], list[Result]] = collections.defaultdict(list)
+    for r in results:
+        by[(r.scenario, r.run)].append(r)
     for run in RUNS:
         c = by.get(("c", run))
-        if c is None:
+        if not c:
             continue
-        entry: dict[str, Any] = {}
+        med = {key: over_rounds(rs) for (key, r_run), rs in by.items() if r_run == run}
+        entry: dict[str, Any] = {"rounds": {key: len(rs) for (key, r_run), rs in by.items()
+                                            if r_run == run},
+                                 "over_rounds": med}
         for key in ("a", "b", "c-paced"):
-            other = by.get((key, run))
-            if other is not None:
-                entry[f"{key}_over_c"] = {name: ratio(f(other), f(c)) for name, f in FIGURES}
-        a = by.get(("a", run))
-        paced = by.get(("c-paced", run))
-        if a is not None and paced is not None:
+            if key in med:
+                entry[f"{key}_over_c"] = {name: ratio(med[key][name], med["c"][name])
+                                          for name, _ in FIGURES}
+        if "a" in med and "c-paced" in med:
             entry["c_paced_ahead_of_a"] = {
-                name: bool(f(paced) is not None and f(a) is not None
-                           and f(paced) < f(a))
-                for name, f in FIGURES}
-        if a is not None:
+                name: ahead(med["c-paced"][name], med["a"][name]) for name, _ in FIGURES}
+        if "a" in med:
             # A Stage Kargo left unverified is slower than any verified one: (c) is then
             # ahead on the latency figures whatever the verified Stages' percentiles say.
-            censored = bool(a.latency["not_verified_by_timeout"])
+            censored = any(a.latency["not_verified_by_timeout"] for a in by[("a", run)])
             entry["target_c_ahead_of_a"] = {
                 name: bool((censored and name.endswith(" s") and "CPU" not in name)
-                           or (f(c) is not None and f(a) is not None
-                               and f(c) < f(a)))
-                for name, f in FIGURES}
+                           or ahead(med["c"][name], med["a"][name]))
+                for name, _ in FIGURES}
         b = by.get(("b", run))
-        if b is not None and run == "instant" and c.latency["p99_s"] is not None:
-            bound = round(2 + 1.5 * c.latency["p99_s"], 3)
-            entry["target_b_p99_within_2s_plus_1_5x_c_p99"] = {
-                "bound_s": bound, "b_p99_s": b.latency["p99_s"],
-                "met": bool(b.latency["p99_s"] is not None
-                            and not b.latency["not_verified_by_timeout"]
-                            and b.latency["p99_s"] <= bound)}
+        if b and run == "instant":
+            entry["target_b_p99_within_2s_plus_1_5x_c_p99"] = b_target(b, c)
         out[run] = entry
     return out
 
 
-def markdown(results: list[Result], late: float) -> str:
+def ahead(x: float | None, y: float | None) -> bool:
+    return x is not None and y is not None and x < y
+
+
+def b_target(b: list[Result], c: list[Result]) -> dict[str, Any]:
+    """(b)'s instant-run p99 against 2 s + 1.5 x (c)'s p99, both over the same rounds."""
+    c_p99 = over_rounds(c)["p99 s"]
+    b_p99 = over_rounds(b)["p99 s"]
+    bound = None if c_p99 is None else round(2 + 1.5 * c_p99, 3)
+    return {"bound_s": bound, "b_p99_s": b_p99,
+            "met": bool(bound is not None and b_p99 is not None and b_p99 <= bound
+                        and not any(r.latency["not_verified_by_timeout"] for r in b))}
+
+
+def markdown(results: list[Result], late: float, comparison: dict[str, Any]) -> str:
     def s(x: Any) -> str:
         return "-" if x is None else f"{x:g}" if isinstance(x, float | int) else str(x)
+
+    rounds = max((r.round for r in results), default=0) + 1
+
+    def who(r: Result) -> str:
+        return f"({r.scenario})" + (f" #{r.round + 1}" if rounds > 1 else "")
 
     lines = [f"| runs | scenario | verified | late (> {late:g}s) | p50 s | p99 s | max s |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for r in results:
         lt = r.latency
-        lines.append(f"| {r.run} | ({r.scenario}) {SCENARIOS[r.scenario]} | "
+        lines.append(f"| {r.run} | {who(r)} {SCENARIOS[r.scenario]} | "
                      f"{lt['verified']}/{r.n} | {lt[f'late_over_{late:g}s']} | "
                      f"{s(lt['p50_s'])} | {s(lt['p99_s'])} | {s(lt['max_s'])} |")
     lines += ["", "| runs | scenario | recorded -> run exists | run exists -> terminal | "
@@ -688,7 +772,7 @@ def markdown(results: list[Result], late: float) -> str:
         cells = " | ".join(f"{s(parts[k]['p50_s'])} / {s(parts[k]['p99_s'])}" for k in (
             "recorded_to_run_created", "run_created_to_run_terminal",
             "run_terminal_to_verified_true", "verifier_share"))
-        lines.append(f"| {r.run} | ({r.scenario}) | {cells} |")
+        lines.append(f"| {r.run} | {who(r)} | {cells} |")
     lines += ["", "| runs | scenario | API writes / verification | of which | Kargo CPU s | "
               "rollgate CPU s | Kargo peak RSS MiB | rollgate peak RSS MiB | runs per Stage |",
               "|---|---|---:|---|---:|---:|---:|---:|---|"]
@@ -697,11 +781,41 @@ def markdown(results: list[Result], late: float) -> str:
         top = ", ".join(f"{k} {v:g}" for k, v in sorted(
             f["api_writes_by_verb_resource_per_verification"].items(),
             key=lambda kv: -kv[1])[:6])
-        lines.append(f"| {r.run} | ({r.scenario}) | {s(f['api_writes_per_verification'])} | "
+        lines.append(f"| {r.run} | {who(r)} | {s(f['api_writes_per_verification'])} | "
                      f"{top} | {s(f.get('kargo_cpu_s'))} | {s(f.get('rollgate_cpu_s'))} | "
                      f"{s(f.get('kargo_peak_rss_mib'))} | {s(f.get('rollgate_peak_rss_mib'))} | "
                      f"{f['runs_per_stage']} |")
+    if rounds > 1:
+        names = [name for name, _ in FIGURES]
+        lines += ["", f"Over {rounds} rounds (latency: every Stage of every round; the "
+                  "rest: medians of the rounds):", "",
+                  "| runs | scenario | " + " | ".join(names) + " |",
+                  "|---|---|" + "---:|" * len(names)]
+        for run, entry in comparison.items():
+            for key, figures in entry["over_rounds"].items():
+                lines.append(f"| {run} | ({key}) | "
+                             + " | ".join(s(figures[name]) for name in names) + " |")
     return "\n".join(lines)
+
+
+def label(r: Result, rounds: int) -> str:
+    name = f"{r.run}/{r.scenario} {SCENARIOS[r.scenario]}"
+    return f"{name} #{r.round + 1}" if rounds > 1 else name
+
+
+def one_scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
+                 rollouts: controlplane.ManagedProcess, metrics: MetricProcess,
+                 results: list[Result], *, key: str, run: str, rnd: int,
+                 args: argparse.Namespace) -> Result:
+    """One scenario of one round; (c-paced) follows the (a) of its own round."""
+    kargo_a = next((r for r in reversed(results) if (r.scenario, r.run, r.round)
+                    == ("a", run, rnd)), None)
+    result = scenario(plane, co, rollouts, metrics, key=key, run=run, n=args.stages,
+                      args=args, pace=kargo_a.offsets if key == "c-paced" and kargo_a
+                      else None, phase=(rnd + 0.5) / args.repeat)
+    result.round = rnd
+    say(json.dumps({"scenario": key, "run": run, "round": rnd + 1, **result.latency}))
+    return result
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -718,8 +832,9 @@ def main() -> int:
                    help="comma list of run lengths: instant, two-step")
     p.add_argument("--scenarios", default="a,b,c,c-paced",
                    help="comma list of a, b, c, c-paced (in this order; c-paced needs a)")
-    p.add_argument("--workers", type=int, default=4, help="rollgate's workers (Kargo's "
-                   "MAX_CONCURRENT_STAGE_RECONCILES defaults to 4)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help="rollgate's workers (the reconciler's default; Kargo's "
+                        "MAX_CONCURRENT_STAGE_RECONCILES defaults to 4)")
     p.add_argument("--kargo-env", action="append", default=[], type=_env_pair,
                    metavar="KEY=VALUE",
                    help="extra environment for the Kargo controller, repeatable (e.g. "
@@ -734,6 +849,9 @@ def main() -> int:
     p.add_argument("--work-dir", type=Path, default=None,
                    help="the plane's directory, kept with every process's log (default: a "
                         "temporary one, removed)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of every scenario; targets and ratios then compare each "
+                        "figure's median over the rounds")
     args = p.parse_args()
     n = args.stages
     args.timeout = args.timeout or max(120.0, n * 0.5)
@@ -741,37 +859,40 @@ def main() -> int:
     keys = [k for k in args.scenarios.split(",") if k]
     if set(runs) - set(RUNS) or set(keys) - set(SCENARIOS):
         p.error(f"--runs from {sorted(RUNS)}, --scenarios from {sorted(SCENARIOS)}")
+    if "c-paced" in keys and ("a" not in keys or keys.index("a") > keys.index("c-paced")):
+        p.error("--scenarios: c-paced is paced by (a), so a must come before it")
+    if args.repeat < 1:
+        p.error("--repeat: at least 1")
     upstream.kargo_binary()  # fail before the plane starts when Kargo is not built
 
     plane = controlplane.ControlPlane(work_dir=args.work_dir, with_webhook=False)
     plane.start()
-    metrics = MetricServer()
+    metrics = MetricProcess()
     results: list[Result] = []
     try:
         co = client.CustomObjectsApi(plane.api_client())
         rollouts = plane.start_rollouts_controller()
-        for run in runs:
-            for key in keys:
-                kargo_a = next((r for r in results if (r.scenario, r.run) == ("a", run)), None)
-                if key == "c-paced" and kargo_a is None:
-                    say(f"c-paced / {run}: needs (a) of the same run length first; skipped")
-                    continue
-                results.append(scenario(plane, co, rollouts, metrics, key=key, run=run, n=n,
-                                        args=args, pace=kargo_a.offsets
-                                        if key == "c-paced" and kargo_a else None))
-                say(json.dumps({"scenario": key, "run": run, **results[-1].latency}))
+        # Rounds interleave the scenarios (a, c, a, c, ...), so each median is taken over
+        # the same stretch of the machine's noise as the others.
+        for rnd in range(args.repeat):
+            for run in runs:
+                for key in keys:
+                    results.append(one_scenario(plane, co, rollouts, metrics, results,
+                                                key=key, run=run, rnd=rnd, args=args))
+        comparison = compare(results)
         report({
             "stages": n,
             "workers": args.workers,
+            "rounds": args.repeat,
             "kargo_timeout_s": args.kargo_timeout,
-            "scenarios": {f"{r.run}/{r.scenario} {SCENARIOS[r.scenario]}": {
+            "scenarios": {label(r, args.repeat): {
                 "latency_promotion_recorded_to_verified": r.latency, **r.figures}
                 for r in results},
-            "comparison": compare(results),
-            "metric_server_requests": len(metrics.hits),
+            "comparison": comparison,
+            "metric_server_requests": metrics.hits(),
         })
         print()
-        print(markdown(results, args.late_seconds))
+        print(markdown(results, args.late_seconds, comparison))
     finally:
         metrics.close()
         plane.stop()

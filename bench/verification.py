@@ -24,7 +24,7 @@ at that moment; it records the time until the standby holds the Lease and until 
 AnalysisRun of that promotion exists (the standby reconciled it). Median and worst over
 ``--trials`` (default 3). Nothing is asserted about the figures.
 
-    .venv/bin/python bench/verification.py [--stages 100] [--workers 4] [--full-history]
+    .venv/bin/python bench/verification.py [--stages 100] [--workers 32] [--full-history]
     .venv/bin/python bench/verification.py --takeover [--trials 3] [--lease-duration 15]
 """
 
@@ -49,6 +49,8 @@ import controlplane  # noqa: E402
 import kargo  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 from stats import report, summary  # noqa: E402
+
+from reconciler.runtime.manager import DEFAULT_WORKERS  # noqa: E402
 
 NS = "bench"
 FLOOR_NS = "bench-floor"
@@ -315,7 +317,8 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--stages", type=int, default=100)
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help="rollgate's workers and the floor's threads (the reconciler's default)")
     p.add_argument("--full-history", action="store_true",
                    help="every Stage carries a long life's status (10 freight collections "
                         "with 10 verifications each) before its promotion")

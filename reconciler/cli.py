@@ -16,7 +16,7 @@ from schemas.names import label_value_problem
 from . import controllers
 from .plugins.decisions import FLAG_MODES
 from .plugins.digests import DownloadLimits, check_ca_file
-from .runtime.manager import Manager
+from .runtime.manager import DEFAULT_WORKERS, Manager
 from .verification import options as verification
 
 log = logging.getLogger("reconciler")
@@ -122,7 +122,8 @@ def parser(prog: str = "python -m reconciler") -> argparse.ArgumentParser:
                         "as Kargo's IS_DEFAULT_CONTROLLER; neither flag: every Stage")
     p.add_argument("--namespaces", type=_csv, default=[],
                    help="comma list of namespaces to watch (default: all)")
-    p.add_argument("--workers", type=int, default=4, help="worker threads per controller")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                   help=f"worker threads per controller (default {DEFAULT_WORKERS})")
     p.add_argument("--resync-period", type=float, default=300.0, help="seconds (default 300)")
     p.add_argument("--rollouts-deployment", default="argo-rollouts")
     p.add_argument("--allow-http-plugins", action="store_true")

@@ -31,6 +31,12 @@ from .status import Conflict
 from .types import Cache, Context, Controller, Key, Requeue, object_key
 from .watches import keys_for
 
+# A pass waits on the API server for nearly all of its time, and etcd commits concurrent
+# writes together, so a burst of promotions finishes far sooner with many passes in
+# flight than with Kargo's 4 (README, "Workers": 500 Stages at once, p50 9.5 s with 4,
+# 3.4 s with 16, 1.7 s with 32).
+DEFAULT_WORKERS = 32
+
 log = logging.getLogger("reconciler")
 
 
@@ -147,7 +153,8 @@ class Manager:
         self.metrics = Metrics()
         self.stop = threading.Event()
         self.runners = [
-            ControllerRunner(c, metrics=self.metrics, workers=int(options.get("workers", 4)))
+            ControllerRunner(c, metrics=self.metrics,
+                             workers=int(options.get("workers", DEFAULT_WORKERS)))
             for c in controllers
         ]
         resources = watched_resources(controllers)

@@ -340,7 +340,7 @@ def test_values_become_the_documented_flags(tmp_path):
         "--observe-grace-seconds=90", "--shard=east", "--default-shard",
         "--plugins-mode=audit", "--plugins-ca-file=/etc/rollgate/plugins-ca/ca.crt",
         "--plugins-max-download-bytes=268435456", "--plugins-download-timeout=60",
-        "--namespaces=a,b", "--workers=4", "--resync-period=300",
+        "--namespaces=a,b", "--workers=32", "--resync-period=300",
         "--rollouts-deployment=rollouts", "--allow-http-plugins", "--log-level=DEBUG"]
     # The flags every process parses: the reconciler's parser accepts them all.
     import certs

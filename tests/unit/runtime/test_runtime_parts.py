@@ -327,7 +327,7 @@ def test_flags_and_defaults(monkeypatch):
     assert args.bind_address == ("0.0.0.0", 8080)
     assert args.controllers == ["stage-verification", "rollout-plugins"]
     assert args.namespaces == []
-    assert (args.workers, args.resync_period, args.lease_duration) == (4, 300, 15)
+    assert (args.workers, args.resync_period, args.lease_duration) == (32, 300, 15)
     assert args.leader_election_namespace == "rollgate-system"
     assert args.rollouts_deployment == "argo-rollouts"
     args = cli.parser().parse_args(
