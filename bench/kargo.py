@@ -3,9 +3,8 @@ observe mode asking it to refresh, and by rollgate's engine, on one plane.
 
 One control plane (hack/controlplane.py, no webhook), the real Argo Rollouts controller
 (AnalysisRuns only) executing every run; its ``web`` metric asks an HTTP server in a
-process of its own (tests/e2e/verification_kit.py's ``MetricServer``: in this process it
-answered the runs of (c) later than those of (a), while this process wrote (c)'s
-promotions). For each run length, instant
+process of its own, as a monitoring system would be (tests/e2e/verification_kit.py's
+``MetricServer``). For each run length, instant
 (one measurement) and ``two-step`` (``count: 2, interval: 4s``), each scenario in its own
 Project namespace with N Stages ``s<i>`` verifying with one AnalysisTemplate, each Stage
 promoted to its own Freight ``f-<i>``; exactly one verifier is active per scenario:
@@ -450,9 +449,9 @@ def _serve_metrics(conn: Any) -> None:
 
 
 class MetricProcess:
-    """The web metric's endpoint in a child process: it stands for a monitoring system, and
-    sharing this process's interpreter lock with the bench's own writers and watches made
-    it answer later exactly while the bench was busiest, in the engine scenarios."""
+    """The web metric's endpoint in a child process: it stands for a monitoring system, so
+    it does not share an interpreter lock with the bench's writers and watches, which are
+    busier in some scenarios than in others."""
 
     def __init__(self) -> None:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process with threads
@@ -505,7 +504,7 @@ def say(message: str) -> None:
 def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
              rollouts: controlplane.ManagedProcess, metrics: MetricProcess, *, key: str,
              run: str, n: int, args: argparse.Namespace,
-             pace: dict[str, float] | None = None, phase: float = 0.5) -> Result:
+             phase: float, pace: dict[str, float] | None = None) -> Result:
     ns = f"bench-kargo-{key}-{run}"
     with_kargo = key in ("a", "b")
     timeout = args.kargo_timeout if with_kargo else args.timeout
@@ -850,8 +849,8 @@ def main() -> int:
                    help="the plane's directory, kept with every process's log (default: a "
                         "temporary one, removed)")
     p.add_argument("--repeat", type=int, default=1,
-                   help="rounds of every scenario; targets and ratios then compare each "
-                        "figure's median over the rounds")
+                   help="rounds of every scenario; targets and ratios then take the latency "
+                        "figures over every Stage of every round, the rest as medians")
     args = p.parse_args()
     n = args.stages
     args.timeout = args.timeout or max(120.0, n * 0.5)
