@@ -19,8 +19,8 @@ current verification was first seen completed (the fallback when the run has no
 ``status.completedAt``); when each Stage's current entry was first seen naming its run;
 which runs completed while no Stage in the cache named them yet (Kargo's handler, looking
 in its cache the same way, then missed the change too) and which completed long after
-their entry was there (Kargo's handler surely found it); which lagging entries were
-refreshed.
+their entry was there (Kargo's handler surely found it), both forgotten once the Stage
+is gone; which lagging entries were refreshed.
 """
 
 from __future__ import annotations
@@ -116,6 +116,13 @@ class _Memory:
             seen = self._completion.get(key)
             return seen[1] if seen is not None and seen[0] == run else None
 
+    def drop(self, key: Key) -> None:
+        """Forget what is kept per Stage key, once the Stage is gone (or another shard's):
+        the per-key memory then grows with the Stages there are, not those there were."""
+        with self._lock:
+            self._entry.pop(key, None)
+            self._completion.pop(key, None)
+
     def entry_seen(self, key: Key, run: str, at: float) -> float:
         """When the Stage's current entry was first seen naming ``run`` (``at`` the
         first time)."""
@@ -170,6 +177,7 @@ class VerificationObserver:
     def reconcile(self, key: Key, ctx: Context) -> None:
         cached = ctx.cache.get(self.stages, key.namespace, key.name)
         if cached is None or not self.shard.responsible(cached):
+            self._memory.drop(key)
             return  # gone, or another shard's
         stage = decoded(cached)
         uid = str(meta_of(stage).get("uid") or key)

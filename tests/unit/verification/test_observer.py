@@ -278,3 +278,21 @@ def test_a_completion_long_after_its_entry_is_reported_but_not_refreshed(
     reconcile(controller, ctx)
     assert ctx.events.reasons() == ["VerificationNotRecorded"]  # the finding stands
     assert len(refreshes(api)) == refreshed
+
+
+def test_a_deleted_stage_leaves_nothing_in_the_observers_memory() -> None:
+    api = make_api(entry_phase="Successful", completed=0)
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    stage["status"]["freightHistory"][0]["verificationHistory"][0]["analysisRun"]["name"] = (
+        "older-run")
+    api.put(STAGE, stage)
+    controller = observer(refresh_lagging=True)
+    ctx = context(api, controller=controller)
+    run_event(api, controller, ctx)  # a completion no Stage names: remembered for "prod"
+    memory = controller._memory
+    assert memory.completion(Key(NS, "prod"), RUN) == "unmapped"
+    api.remove(STAGE, NS, "prod")
+    reconcile(controller, ctx)
+    assert memory.completion(Key(NS, "prod"), RUN) is None
+    assert memory.entry_seen(Key(NS, "prod"), RUN, 7.0) == 7.0  # nothing older kept
