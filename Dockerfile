@@ -5,12 +5,13 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# requirements.lock: the exact versions (`make lock`), so a rebuild installs the same.
+COPY pyproject.toml README.md requirements.lock ./
 COPY schemas schemas
 COPY webhook webhook
 COPY reconciler reconciler
 COPY certs certs
 COPY kubekit kubekit
 COPY rollgate rollgate
-RUN pip install --no-cache-dir . && rm -rf /root/.cache
+RUN pip install --no-cache-dir -c requirements.lock . && pip check && rm -rf /root/.cache
 USER 65532:65532

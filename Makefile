@@ -1,27 +1,53 @@
 # rollgate developer commands. `make dev` and `make test` work on a fresh machine:
-# they create .venv, install the project, and build etcd, kube-apiserver,
-# kube-controller-manager, kubectl, the real Argo Rollouts controller and, from their
-# source trees ($ROLLGATE_KARGO_SRC, $ROLLGATE_ROLLOUTS_MANAGER_SRC), the real Kargo and
+# they create .venv, install the project and its harness (support/), install the Debian
+# packages the node needs where missing (hack/host-packages.sh: no service is started),
+# and build etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet,
+# kube-scheduler, the real Argo Rollouts controller and, from their source trees
+# ($ROLLGATE_KARGO_SRC, $ROLLGATE_ROLLOUTS_MANAGER_SRC), the real Kargo and
 # argo-rollouts-manager once (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or
-# taken from $ROLLGATE_K8S_BIN).
+# $XDG_CACHE_HOME/rollgate/k8s/, or taken from $ROLLGATE_K8S_BIN), and the node's images
+# (~/.cache/rollgate/images/).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv k8s test test-unit test-e2e lint dev bench clean faults
+.PHONY: venv k8s host-packages image lock release test test-unit test-minimums test-e2e lint dev bench \
+  clean faults
 
-$(VENV)/.installed: pyproject.toml
+# The product with its test extras, and the harness and test kit (support/, a
+# distribution of its own that is never shipped), both editable.
+$(VENV)/.installed: pyproject.toml support/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -e ./support
 	touch $@
 
 venv: $(VENV)/.installed
 
 k8s:
 	hack/k8s/build.sh
+
+# containerd, runc, CNI plugins, buildah, debootstrap, iptables, nftables, prometheus
+# (promtool), where missing; needs root only when something is missing.
+host-packages:
+	hack/host-packages.sh
+
+# The node's images: the pause sandbox, a Debian bookworm + Python 3.11 base, Argo
+# Rollouts' (from the rollouts-controller `make k8s` builds), and
+# rollgate's image from the Dockerfile (only FROM overridden), cached by their inputs.
+image: venv k8s host-packages
+	$(PY) -m harness.node.images
+
+# The chart packaged into dist/ (helm package; version = appVersion) and a CHANGELOG.md
+# entry for that version (support/harness/release.py, README "Releases").
+release: venv k8s
+	$(PY) -m harness.release
+
+# requirements.lock, the exact versions the image installs, from pyproject.toml.
+lock:
+	hack/lock.sh
 
 # manifests/crds/ is the one source of the CRDs `validate` checks against; the package
 # ships copies (schemas/crdschema/crds/, package data), which a unit test compares.
@@ -30,6 +56,24 @@ crds-data:
 	cp manifests/crds/kargo_stages.yaml manifests/crds/argoproj_rolloutmanagers.yaml \
 	  schemas/crdschema/crds/
 
+# charts/rollgate/README.md's values table, from values.yaml's comments and
+# values.schema.json (support/harness/chart_docs.py); a test fails when it is stale.
+.PHONY: chart-docs
+chart-docs: venv
+	$(PY) -m harness.chart_docs
+
+# The docs site (mkdocs.yml, docs/) on http://127.0.0.1:8000; make test builds it with
+# --strict (tests/e2e/tooling/test_docs_site.py).
+.PHONY: docs
+docs: venv
+	$(VENV)/bin/mkdocs serve
+
+# docs/flags.md, every flag of every command, from the argument parsers
+# (support/harness/flag_docs.py); a test fails when it is stale.
+.PHONY: flag-docs
+flag-docs: venv
+	$(PY) -m harness.flag_docs
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
@@ -37,44 +81,49 @@ lint: venv
 	@over="$$($(VENV)/bin/radon cc -s -n D schemas kubekit webhook reconciler certs rollgate)"; \
 	  if [ -n "$$over" ]; then echo "functions above complexity C:"; echo "$$over"; exit 1; fi
 
-test: venv k8s lint
+test: venv k8s host-packages image lint test-minimums
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest tests/unit tests/http $(PYTEST_ARGS)
 
-test-e2e: venv k8s
+# The unit and HTTP suites with every runtime dependency at its lower bound in
+# pyproject.toml, in a venv of their own (.venv-minimums/; hack/minimums.sh).
+test-minimums:
+	PYTHON=$(PYTHON) hack/minimums.sh $(PYTEST_ARGS)
+
+test-e2e: venv k8s host-packages image
 	$(PY) -m pytest tests/e2e tests/faults $(PYTEST_ARGS)
 
-dev: venv k8s
-	$(PY) hack/dev.py
+dev: venv k8s host-packages image
+	$(PY) -m harness.dev $(ARGS)
 
 bench: venv
-	$(PY) bench/admission.py --duration 15 --rounds 10
+	$(PY) -m bench.admission --duration 15 --rounds 10
 
 # 100,000 mutated AdmissionReviews over TLS to the four endpoints; fails on any 5xx,
 # dropped connection or answer that breaks the HTTP contract (README "Hostile and
 # broken clients").
 .PHONY: fuzz
 fuzz: venv
-	$(PY) bench/fuzz.py --requests 100000
+	$(PY) -m bench.fuzz --requests 100000
 
 .PHONY: bench-verification bench-plugins bench-kargo
 bench-verification: venv k8s
-	$(PY) bench/verification.py --stages 100
-	$(PY) bench/verification.py --stages 1000
-	$(PY) bench/verification.py --takeover
+	$(PY) -m bench.verification --stages 100
+	$(PY) -m bench.verification --stages 1000
+	$(PY) -m bench.verification --takeover
 
 bench-plugins: venv k8s
-	$(PY) bench/plugins.py
+	$(PY) -m bench.plugins
 
 # Peer benchmark: the real Kargo's verification, Kargo + rollgate observe with
 # --refresh-lagging, rollgate's engine (Kargo stopped); the real Argo Rollouts controller
 # runs every AnalysisRun; instant and 2x4 s runs (docs/benchmarks.md).
 bench-kargo: venv k8s
-	$(PY) bench/kargo.py --stages 50
-	$(PY) bench/kargo.py --stages 500
-	$(PY) bench/kargo.py --stages 50 --runs two-step --scenarios a,c,c-paced --repeat 5
+	$(PY) -m bench.kargo --stages 50
+	$(PY) -m bench.kargo --stages 500
+	$(PY) -m bench.kargo --stages 50 --runs two-step --scenarios a,c,c-paced --repeat 5
 
 # Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
 # Scale: N Stages with Kargo's full histories, the real Kargo controller (default, and
@@ -84,21 +133,34 @@ bench-kargo: venv k8s
 # same plane.
 BENCH_BASE_REF ?= 99d3c5e
 BENCH_BASE ?= /tmp/rollgate-bench-base
+# Each pod's CPU and memory on the node, idle and under the admission stream (the
+# chart's requests; docs/benchmarks.md "Pods on the node"). Needs root, like make dev.
+.PHONY: bench-node
+bench-node: venv k8s host-packages image
+	$(PY) -m bench.node_resources
+
+# Plugin changes on the node: until every Argo Rollouts pod has the new plugin, and the
+# seconds without a Ready one, for rollgate's sync mode (hardened and as upstream ships
+# it) and the operator. Needs root, like make dev.
+.PHONY: bench-plugin-rolls
+bench-plugin-rolls: venv k8s host-packages image
+	$(PY) -m bench.plugin_rolls
+
 .PHONY: bench-scale
 bench-scale: venv k8s
 	rm -rf $(BENCH_BASE) && mkdir -p $(BENCH_BASE) && git archive $(BENCH_BASE_REF) | tar -x -C $(BENCH_BASE)
-	$(PY) bench/scale.py --stages 1000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
-	$(PY) bench/scale.py --stages 10000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
-	$(PY) bench/verification.py --stages 1000 --full-history
+	$(PY) -m bench.scale --stages 1000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
+	$(PY) -m bench.scale --stages 10000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
+	$(PY) -m bench.verification --stages 1000 --full-history
 
 .PHONY: bench-apply
 bench-apply: venv k8s
-	$(PY) bench/apply_overhead.py
+	$(PY) -m bench.apply_overhead
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .dev
+	rm -rf $(VENV) .venv-minimums .pytest_cache .ruff_cache .hypothesis .dev
 
-# The fault suites, long version (README "make faults"): the reconciler SIGKILLed 50
+# The fault suites, long version (README "Fault suites"): the reconciler SIGKILLed 50
 # times during promotions, then kube-apiserver and etcd restarted (3 s down) and 410 Gone
 # forced 5 times each, then five 20 s API server outages in a row; prints the defects and
 # recovery times, fails on any defect. `make test` runs the short version (defaults).

@@ -14,7 +14,7 @@ same app, enabled by ROLLGATE_WEBHOOK_BENCH_NOOP=1 for this benchmark only): sam
 process model, TLS, HTTP parsing and Flask routing, but no decision. Loops are bounded
 by a request count and a time limit; traffic stays on 127.0.0.1.
 
-    .venv/bin/python bench/admission.py [--duration 5] [--clients 2] [--threads 4]
+    .venv/bin/python -m bench.admission [--duration 5] [--clients 2] [--threads 4]
 """
 
 from __future__ import annotations
@@ -37,17 +37,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
+import certs
+import webhook
+from testkit import reviews
+from webhook import admission
+from webhook.__main__ import BENCH_NOOP_ENV
+from webhook.config import WebhookConfig
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "http")]
-
-import reviews  # noqa: E402  (test builders: the same objects the HTTP tests use)
-
-import certs  # noqa: E402
-import webhook  # noqa: E402
-from webhook import admission  # noqa: E402
-from webhook.__main__ import BENCH_NOOP_ENV  # noqa: E402
-from webhook.config import WebhookConfig  # noqa: E402
-
 
 class Case(TypedDict):
     name: str
@@ -147,7 +144,8 @@ def bench_in_process(*, iterations: int, max_seconds: float) -> list[Result]:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _client_process(port: int, ca_file: str, path: str, raw: bytes, threads: int,

@@ -1,6 +1,6 @@
 """What admission adds to a Stage create: no admission, rollgate's webhook, a CEL policy.
 
-Starts a real control plane (hack/controlplane.py: etcd, kube-apiserver, and rollgate's
+Starts a real control plane (support/harness/plane.py: etcd, kube-apiserver, and rollgate's
 webhook, gunicorn over TLS, registered by URL and looking templates up through the API)
 and creates valid Kargo v1 Stages (``spec.requestedFreight`` and ``spec.verification``
 naming an AnalysisTemplate and a ClusterAnalysisTemplate that exist, so the webhook has
@@ -24,7 +24,7 @@ of p99s); the median over rounds of each round's median overhead, which drifting
 disturbs less; the ratio of rollgate's overhead to the CEL policy's; and the load average.
 Nothing is asserted about the figures.
 
-    .venv/bin/python bench/apply_overhead.py [--rounds 10] [--creates 100] [--warmup 20]
+    .venv/bin/python -m bench.apply_overhead [--rounds 10] [--creates 100] [--warmup 20]
 """
 
 from __future__ import annotations
@@ -43,51 +43,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
+from bench.stats import report
+from harness.host_rollgate import HostRollgate
+from harness.kits.plane import plane_with_rollgate
+from schemas.constants import RESERVED_LABEL_KEYS, RESERVED_LABEL_PREFIX
+from testkit import objects
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "bench")]
-
-import controlplane  # noqa: E402
-from kubernetes import client  # noqa: E402
-from stats import report  # noqa: E402
-
-from schemas.constants import RESERVED_LABEL_KEYS, RESERVED_LABEL_PREFIX  # noqa: E402
 
 NS = "bench-apply"
 KARGO = ("kargo.akuity.io", "v1alpha1")
-ARGO = ("argoproj.io", "v1alpha1")
 SETUPS = ("none", "rollgate", "cel")
 POLICY = "bench-stage-verification"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 def template(kind: str, name: str, metric: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if kind == "AnalysisTemplate":
-        meta["namespace"] = NS
-    return {"apiVersion": "/".join(ARGO), "kind": kind, "metadata": meta, "spec": {
-        "args": [{"name": "service"}],
-        "metrics": [{"name": metric, "provider": {"web": {
-            "url": "http://metrics.example/{{args.service}}"}}}],
-    }}
+    return objects.analysis_template(
+        name, namespace=NS, cluster=kind == "ClusterAnalysisTemplate",
+        args=[{"name": "service"}],
+        metrics=[{"name": metric, "provider": {"web": {
+            "url": "http://metrics.example/{{args.service}}"}}}])
 
 
 def stage(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A Stage every set-up admits without a warning (``labels`` can break that)."""
-    return {
-        "apiVersion": "/".join(KARGO), "kind": "Stage", "metadata": {"name": name},
-        "spec": {
-            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "guestbook"},
-                                  "sources": {"direct": True}}],
-            "verification": {
-                "analysisTemplates": [
-                    {"name": "success-rate"},
-                    {"name": "latency", "kind": "ClusterAnalysisTemplate"},
-                ],
-                "args": [{"name": "service", "value": "checkout"}],
-                "analysisRunMetadata": {"labels": labels or {"team": "web"}},
-            },
-        },
-    }
+    return objects.stage(name, verification=objects.verification(
+        "success-rate", ("latency",), args=[{"name": "service", "value": "checkout"}],
+        run_metadata={"labels": labels or {"team": "web"}}))
 
 
 def policy_objects(namespace_selector: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,12 +132,13 @@ class Setups:
     """Switches the plane between the three set-ups and waits until the API server
     admits by the one asked for (it picks configuration changes up asynchronously)."""
 
-    def __init__(self, plane: controlplane.ControlPlane) -> None:
-        self.plane = plane
-        webhook = next(c for c in plane.webhook_configurations()
+    def __init__(self, rollgate: HostRollgate) -> None:
+        self.rollgate = rollgate
+        self.plane = rollgate.plane
+        webhook = next(c for c in rollgate.webhook_configurations()
                        if c["kind"] == "ValidatingWebhookConfiguration")["webhooks"][0]
         self.policy = policy_objects(webhook["namespaceSelector"])
-        self.current = "rollgate"  # ControlPlane.start() registered the webhooks
+        self.current = "rollgate"  # HostRollgate.start() registered the webhooks
         self.probe = json.dumps({**stage("probe", labels={"rollgate.dev/attempt": "1"}),
                                  "metadata": {"name": "probe", "namespace": NS}})
         self.valid = json.dumps({**stage("probe-valid"),
@@ -174,13 +160,13 @@ class Setups:
         if setup == self.current:
             return
         if self.current == "rollgate":
-            self.plane.unregister_webhooks()
+            self.rollgate.unregister_webhooks()
         if self.current == "cel":
             self.plane.kubectl("delete", "--ignore-not-found",
                                f"validatingadmissionpolicybinding/{POLICY}",
                                f"validatingadmissionpolicy/{POLICY}")
         if setup == "rollgate":
-            self.plane.register_webhooks()
+            self.rollgate.register_webhooks()
             self._wait(lambda ok, out: not ok and "validate-stages.rollgate.dev" in out,
                        "rollgate's webhook")
         elif setup == "cel":
@@ -241,14 +227,14 @@ def mean_ms(metrics_text: str, histogram: str, **labels: str) -> float | None:
     return round(totals["sum"] / totals["count"] * 1e3, 3) if totals["count"] else None
 
 
-def breakdown(plane: controlplane.ControlPlane) -> dict[str, float | None]:
+def breakdown(rollgate: HostRollgate) -> dict[str, float | None]:
     """Where the time of one webhook call goes, from the API server's and the webhook's
     own histograms (means over the whole run, warm-ups included, denied probes not; the
     API server records CEL policy checks only when they deny, so there is no such
     figure for the policy)."""
-    apiserver = plane.kubectl("get", "--raw", "/metrics").stdout
-    context = ssl.create_default_context(cafile=str(plane.webhook_certs.ca_cert))
-    with urllib.request.urlopen(plane.webhook_url + "/metrics", context=context,
+    apiserver = rollgate.plane.kubectl("get", "--raw", "/metrics").stdout
+    context = ssl.create_default_context(cafile=str(rollgate.certificates().ca_cert))
+    with urllib.request.urlopen(rollgate.webhook_url + "/metrics", context=context,
                                 timeout=10) as resp:
         webhook = resp.read().decode()
     return {
@@ -270,14 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     load_before = [round(x, 2) for x in os.getloadavg()]
 
-    plane = controlplane.ControlPlane(with_webhook=True)
-    plane.start()
-    try:
+    with plane_with_rollgate(webhook=True) as rollgate:
+        plane = rollgate.plane
         co = client.CustomObjectsApi(plane.api_client())
         plane.kubectl("create", "namespace", NS)
         plane.apply_objects([template("AnalysisTemplate", "success-rate", "success-rate"),
                              template("ClusterAnalysisTemplate", "latency", "latency")])
-        setups = Setups(plane)
+        setups = Setups(rollgate)
         latencies: dict[str, list[float]] = {s: [] for s in SETUPS}
         per_round: list[dict[str, float]] = []
         for rnd in range(args.rounds):
@@ -292,9 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             per_round.append(medians)
             print(f"round {rnd + 1}/{args.rounds}: " + ", ".join(
                 f"{s} {medians[s]:.2f} ms" for s in SETUPS), file=sys.stderr, flush=True)
-        means = breakdown(plane)
-    finally:
-        plane.stop()
+        means = breakdown(rollgate)
 
     summaries = {s: summary_ms(latencies[s]) for s in SETUPS}
     base = summaries["none"]

@@ -9,7 +9,7 @@ duplicated, the envelope broken, and one in five also mangled as bytes (truncate
 byte flipped, bytes inserted, non-UTF-8, UTF-16). One in ten bodies goes chunked.
 With ``--oversize-every N`` about one request in N is instead a body over the 8 MiB
 limit (8-12 MiB, sent whole with ``Content-Length`` before the answer is read), which
-must get the 413 with ``Connection: close`` (issue 19: under load some got a TLS EOF).
+must get the 413 with ``Connection: close`` (under load some once got a TLS EOF).
 
 The oracle is the HTTP contract (README "Hostile and broken clients"): a body that is
 an AdmissionReview (JSON object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request
@@ -18,7 +18,7 @@ get HTTP 200 and an AdmissionReview answering that uid with a boolean ``allowed`
 anything else must get a 400. It fails (exit 1) on any 5xx, any dropped connection, and
 any answer that breaks that rule, printing the first few offending requests.
 
-    .venv/bin/python bench/fuzz.py [--requests 100000] [--seed 1] [--clients 2] [--threads 4]
+    .venv/bin/python -m bench.fuzz [--requests 100000] [--seed 1] [--clients 2] [--threads 4]
                                    [--oversize-every 0]
 """
 
@@ -38,12 +38,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "http"),
-                str(REPO / "bench")]
+from bench.admission import Server
+from testkit import reviews
 
-import reviews  # noqa: E402
-from admission import Server  # noqa: E402  (bench/admission.py: the server under test)
+REPO = Path(__file__).resolve().parents[1]
 
 API_VERSION = "admission.k8s.io/v1"
 ENDPOINTS = ("/validate/stages", "/mutate/stages", "/validate/rolloutmanagers",

@@ -1,22 +1,22 @@
 """rollgate next to its peer: Stage verification by the real Kargo, by Kargo with rollgate's
 observe mode asking it to refresh, and by rollgate's engine, on one plane.
 
-One control plane (hack/controlplane.py, no webhook), the real Argo Rollouts controller
+One control plane (support/harness/plane.py, no webhook), the real Argo Rollouts controller
 (AnalysisRuns only) executing every run; its ``web`` metric asks an HTTP server in a
-process of its own, as a monitoring system would be (tests/e2e/verification_kit.py's
+process of its own, as a monitoring system would be (support/harness/kits/verification.py's
 ``MetricServer``). For each run length, instant
 (one measurement) and ``two-step`` (``count: 2, interval: 4s``), each scenario in its own
 Project namespace with N Stages ``s<i>`` verifying with one AnalysisTemplate, each Stage
 promoted to its own Freight ``f-<i>``; exactly one verifier is active per scenario:
 
 - **a** ``kargo``: the real Kargo controller (started for the scenario), rollgate not
-  running. The bench writes each Promotion whole (as tests/e2e/kargo_kit.py does) and
+  running. The bench writes each Promotion whole (as support/harness/kits/kargo.py does) and
   Kargo runs it, records the Freight and verifies;
 - **b** ``kargo+observe``: the same, plus rollgate's reconciler in observe mode with
   ``--refresh-lagging --observe-lag-seconds 2`` (it sets Kargo's refresh annotation on a
   Stage whose run finished 2 s ago but whose entry Kargo has not recorded);
 - **c** ``engine``: Kargo stopped, rollgate's reconciler with ``--stage-verification
-  engine``; the bench records each promotion as Kargo would (hack/kargo.py's
+  engine``; the bench records each promotion as Kargo would (support/testkit/kargo_shapes.py's
   ``promotion_patch``), all N at once, and rollgate verifies;
 - **c-paced**: (c) again, each Stage's promotion written at the offset at which Kargo
   recorded that Stage's in (a) of the same run length (Kargo's Promotion controller
@@ -47,7 +47,7 @@ promoting at phase (k + 0.5) / K of the wall-clock second (a two-step run's leng
 depends on it; see ``scenario``); the ratios and targets then take the latency figures
 over every Stage of every round and the others as medians of the rounds.
 
-    .venv/bin/python bench/kargo.py [--stages 50] [--runs instant,two-step]
+    .venv/bin/python -m bench.kargo [--stages 50] [--runs instant,two-step]
         [--scenarios a,b,c,c-paced] [--workers 32] [--repeat 1] [--kargo-timeout 330]
         [--late-seconds 60] [--work-dir DIR]
 """
@@ -71,20 +71,24 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
+
+from kubernetes import client
+
+from bench.stats import report
+from bench.watches import Watch
+from harness.host_rollgate import HostRollgate
+from harness.kits.kargo import STEPS, ulid
+from harness.kits.plane import plane_with_rollgate
+from harness.kits.verification import MetricServer, verdict_template
+from harness.plane import ControlPlane
+from harness.process import ManagedProcess
+from harness.upstream import kargo, trees
+from harness.upstream import rollouts as argo_rollouts
+from reconciler.runtime.options import DEFAULT_WORKERS
+from testkit import kargo_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "tests" / "e2e")]
-
-import controlplane  # noqa: E402
-import kargo  # noqa: E402  (hack/kargo.py, ahead of this file on sys.path)
-import upstream  # noqa: E402
-from kargo_kit import STEPS, ulid  # noqa: E402
-from kubernetes import client, watch  # noqa: E402
-from stats import report  # noqa: E402
-from verification_kit import MetricServer, verdict_template  # noqa: E402
-
-from reconciler.runtime.manager import DEFAULT_WORKERS  # noqa: E402
 
 KARGO = "kargo.akuity.io"
 V1 = "v1alpha1"
@@ -98,7 +102,17 @@ TERMINAL = frozenset({"Successful", "Failed", "Error", "Inconclusive"})
 # verification.
 VERIFICATION_RESOURCES = frozenset({"stages", "freights", "promotions", "analysisruns",
                                     "events"})
-RUNS = {"instant": {"count": 1}, "two-step": {"count": 2, "interval": "4s"}}
+
+
+class RunLength(TypedDict, total=False):
+    """The run length of ``verdict_template``: its ``count`` and ``interval``."""
+
+    count: int
+    interval: str
+
+
+RUNS: dict[str, RunLength] = {
+    "instant": {"count": 1}, "two-step": {"count": 2, "interval": "4s"}}
 SCENARIOS = {
     "a": "kargo",
     "b": "kargo+observe",
@@ -143,10 +157,10 @@ def peak_rss_mib(pid: int) -> float:
 Key = tuple[str, str, str]  # verb, resource[/subresource], code
 
 
-def api_requests(plane: controlplane.ControlPlane) -> collections.Counter[Key]:
+def api_requests(plane: ControlPlane) -> collections.Counter[Key]:
     """kube-apiserver's ``apiserver_request_total`` (dry runs left out), scraped with the
     admin client certificate."""
-    with urllib.request.urlopen(plane.server + "/metrics", context=plane._admin_ssl,
+    with urllib.request.urlopen(plane.server + "/metrics", context=plane.admin_ssl_context(),
                                 timeout=30) as response:
         text = response.read().decode()
     counts: collections.Counter[Key] = collections.Counter()
@@ -169,7 +183,7 @@ def writes(counts: collections.Counter[Key]) -> int:
     return sum(v for (verb, _, _), v in counts.items() if verb in WRITE_VERBS)
 
 
-def settle(plane: controlplane.ControlPlane, *, quiet: int = 3, window: float = 2.0,
+def settle(plane: ControlPlane, *, quiet: int = 3, window: float = 2.0,
            limit: float = 90.0) -> float:
     """Until the API server has taken at most ``quiet`` writes in ``window`` seconds (the
     heartbeats of the controllers on the plane) or ``limit`` seconds passed; returns the
@@ -225,7 +239,8 @@ class Watcher:
         raise NotImplementedError
 
     def _list(self) -> str:
-        listed = self.co.list_namespaced_custom_object(self.group, V1, self.ns, self.plural)
+        listed = cast("dict[str, Any]", self.co.list_namespaced_custom_object(
+            self.group, V1, self.ns, self.plural))
         now = time.monotonic()
         for obj in listed["items"]:
             self._record(obj, now)
@@ -235,7 +250,7 @@ class Watcher:
         rv = self._list()
         self._ready.set()
         while not self._stop.is_set() and not self.done.is_set():
-            w = watch.Watch()
+            w = Watch()
             try:
                 for event in w.stream(self.co.list_namespaced_custom_object, self.group, V1,
                                       self.ns, self.plural, resource_version=rv,
@@ -305,7 +320,7 @@ class RunWatch(Watcher):
 class Process:
     """A process measured over the scenario's window."""
 
-    proc: controlplane.ManagedProcess
+    proc: ManagedProcess
     cpu_before: float = 0.0
     cpu_after: float = 0.0
     rss: float = float("nan")
@@ -361,11 +376,11 @@ def refreshes_by_why(log_path: Path) -> dict[str, int]:
 # --------------------------------------------------------------------------- the objects
 
 
-def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
+def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
          metrics_url: str, run: str) -> dict[str, str]:
     """Project namespace ``ns`` with Warehouse ``w``, AnalysisTemplate ``verdict`` (the run
     length ``run``), Freight ``f-<i>`` and Stages ``s<i>``; returns Stage -> uid."""
-    plane.project_namespace(ns)
+    kargo.project_namespace(plane, ns)
     co.create_namespaced_custom_object(KARGO, V1, ns, "warehouses", {
         "apiVersion": f"{KARGO}/{V1}", "kind": "Warehouse", "metadata": {"name": "w"},
         "spec": {"subscriptions": [{"image": {"repoURL": "registry.invalid/shop/web"}}]}})
@@ -379,13 +394,13 @@ def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str,
             "origin": {"kind": "Warehouse", "name": "w"},
             "images": [{"repoURL": "registry.invalid/shop/web", "tag": f"v{i}",
                         "digest": "sha256:" + os.urandom(32).hex()}]})
-        stage = co.create_namespaced_custom_object(KARGO, V1, ns, "stages", {
+        stage = cast("dict[str, Any]", co.create_namespaced_custom_object(KARGO, V1, ns, "stages", {
             "apiVersion": f"{KARGO}/{V1}", "kind": "Stage", "metadata": {"name": f"s{i}"},
             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
                                            "sources": {"direct": True}}],
                      "promotionTemplate": {"spec": {"steps": STEPS}},
                      "verification": {"analysisTemplates": [{"name": TEMPLATE}],
-                                      "args": [{"name": "verdict", "value": "pass"}]}}})
+                                      "args": [{"name": "verdict", "value": "pass"}]}}}))
         return f"s{i}", stage["metadata"]["uid"]
 
     with ThreadPoolExecutor(8) as pool:
@@ -393,7 +408,9 @@ def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str,
 
 
 def promote_with_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> None:
-    """A Promotion written whole (kargo_kit.KargoProject.promote); the real Kargo runs it."""
+    """A Promotion written whole (harness.kits.kargo.KargoProject.promote).
+
+    The real Kargo runs it."""
     stage, freight = f"s{i}", f"f-{i}"
     co.create_namespaced_custom_object(KARGO, V1, ns, "promotions", {
         "apiVersion": f"{KARGO}/{V1}", "kind": "Promotion",
@@ -404,21 +421,24 @@ def promote_with_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -
 
 
 def promote_as_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> None:
-    """Kargo finished promoting f-<i> into s<i> (hack/kargo.py), for engine mode."""
+    """Kargo finished promoting f-<i> into s<i>, for engine mode.
+
+    The shapes are support/testkit/kargo_shapes.py's."""
     co.patch_namespaced_custom_object_status(
         KARGO, V1, ns, "stages", f"s{i}",
-        kargo.promotion_patch(None, {"w": f"f-{i}"}, promotion=f"s{i}.bench"))
+        kargo_shapes.promotion_patch(None, {"w": f"f-{i}"}, promotion=f"s{i}.bench"))
 
 
 def runs_per_stage(co: client.CustomObjectsApi, ns: str) -> dict[str, int]:
     """How many Stages have how many AnalysisRuns."""
-    runs = co.list_namespaced_custom_object(ROLLOUTS, V1, ns, "analysisruns")["items"]
+    runs = cast("dict[str, Any]", co.list_namespaced_custom_object(
+        ROLLOUTS, V1, ns, "analysisruns"))["items"]
     per = collections.Counter(r["metadata"].get("labels", {}).get("kargo.akuity.io/stage")
                               for r in runs)
     return {str(k): v for k, v in sorted(collections.Counter(per.values()).items())}
 
 
-def delete_namespace(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
+def delete_namespace(plane: ControlPlane, co: client.CustomObjectsApi,
                      ns: str, timeout: float = 240.0) -> None:
     """Delete ``ns`` while its verifier still runs (Kargo removes its own finalizers) and
     wait until it is gone; finalizers left after ``timeout`` are removed by hand."""
@@ -429,7 +449,9 @@ def delete_namespace(plane: controlplane.ControlPlane, co: client.CustomObjectsA
         if time.monotonic() > deadline and not stripped:
             print(f"[bench] {ns}: still terminating after {timeout:.0f}s; removing the "
                   "finalizers left on its Stages", file=sys.stderr, flush=True)
-            for obj in co.list_namespaced_custom_object(KARGO, V1, ns, "stages")["items"]:
+            stages = cast("dict[str, Any]", co.list_namespaced_custom_object(
+                KARGO, V1, ns, "stages"))
+            for obj in stages["items"]:
                 with contextlib.suppress(client.ApiException):
                     co.patch_namespaced_custom_object(KARGO, V1, ns, "stages",
                                                       obj["metadata"]["name"],
@@ -501,30 +523,31 @@ def say(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
-             rollouts: controlplane.ManagedProcess, metrics: MetricProcess, *, key: str,
+def scenario(rollgate: HostRollgate, co: client.CustomObjectsApi,
+             rollouts: ManagedProcess, metrics: MetricProcess, *, key: str,
              run: str, n: int, args: argparse.Namespace,
              phase: float, pace: dict[str, float] | None = None) -> Result:
+    plane = rollgate.plane
     ns = f"bench-kargo-{key}-{run}"
     with_kargo = key in ("a", "b")
     timeout = args.kargo_timeout if with_kargo else args.timeout
     say(f"{SCENARIOS[key]} / {run} / {n} Stages: seeding {ns}")
     uids = seed(plane, co, ns, n, metrics.url, run)
     measured: dict[str, Process] = {}
-    started: list[controlplane.ManagedProcess] = []
+    started: list[ManagedProcess] = []
     try:
         if with_kargo:
-            proc = plane.start_kargo_controller(name=f"kargo-controller-{key}-{run}",
+            proc = kargo.start_controller(plane, name=f"kargo-controller-{key}-{run}",
                                                 env=dict(args.kargo_env))
             started.append(proc)
             measured["kargo"] = Process(proc)
         if key == "b":
-            proc = plane.start_reconciler(*observe_args(ns), name=f"reconciler-{key}-{run}")
+            proc = rollgate.start_reconciler(*observe_args(ns), name=f"reconciler-{key}-{run}")
             started.append(proc)
             proc.wait_ready(60)
             measured["rollgate"] = Process(proc)
         if key.startswith("c"):
-            proc = plane.start_reconciler(*engine_args(ns, args.workers),
+            proc = rollgate.start_reconciler(*engine_args(ns, args.workers),
                                           name=f"reconciler-{key}-{run}")
             started.append(proc)
             proc.wait_ready(60)
@@ -805,14 +828,14 @@ def label(r: Result, rounds: int) -> str:
     return f"{r.run}/{r.scenario} {SCENARIOS[r.scenario]}{round_suffix(r, rounds)}"
 
 
-def one_scenario(plane: controlplane.ControlPlane, co: client.CustomObjectsApi,
-                 rollouts: controlplane.ManagedProcess, metrics: MetricProcess,
+def one_scenario(rollgate: HostRollgate, co: client.CustomObjectsApi,
+                 rollouts: ManagedProcess, metrics: MetricProcess,
                  results: list[Result], *, key: str, run: str, rnd: int,
                  args: argparse.Namespace) -> Result:
     """One scenario of one round; (c-paced) follows the (a) of its own round."""
     kargo_a = next((r for r in reversed(results) if (r.scenario, r.run, r.round)
                     == ("a", run, rnd)), None)
-    result = scenario(plane, co, rollouts, metrics, key=key, run=run, n=args.stages,
+    result = scenario(rollgate, co, rollouts, metrics, key=key, run=run, n=args.stages,
                       args=args, pace=kargo_a.offsets if key == "c-paced" and kargo_a
                       else None, phase=(rnd + 0.5) / args.repeat)
     result.round = rnd
@@ -865,39 +888,39 @@ def main() -> int:
         p.error("--scenarios: c-paced is paced by (a), so a must come before it")
     if args.repeat < 1:
         p.error("--repeat: at least 1")
-    upstream.kargo_binary()  # fail before the plane starts when Kargo is not built
+    trees.kargo_binary()  # fail before the plane starts when Kargo is not built
 
-    plane = controlplane.ControlPlane(work_dir=args.work_dir, with_webhook=False)
-    plane.start()
-    metrics = MetricProcess()
-    results: list[Result] = []
-    try:
-        co = client.CustomObjectsApi(plane.api_client())
-        rollouts = plane.start_rollouts_controller()
-        # Rounds interleave the scenarios (a, c, a, c, ...), so each median is taken over
-        # the same stretch of the machine's noise as the others.
-        for rnd in range(args.repeat):
-            for run in runs:
-                for key in keys:
-                    results.append(one_scenario(plane, co, rollouts, metrics, results,
-                                                key=key, run=run, rnd=rnd, args=args))
-        comparison = compare(results)
-        report({
-            "stages": n,
-            "workers": args.workers,
-            "rounds": args.repeat,
-            "kargo_timeout_s": args.kargo_timeout,
-            "scenarios": {label(r, args.repeat): {
-                "latency_promotion_recorded_to_verified": r.latency, **r.figures}
-                for r in results},
-            "comparison": comparison,
-            "metric_server_requests": metrics.hits(),
-        })
-        print()
-        print(markdown(results, args.late_seconds, comparison))
-    finally:
-        metrics.close()
-        plane.stop()
+    with plane_with_rollgate(work_dir=args.work_dir, webhook=False) as rollgate:
+        plane = rollgate.plane
+        metrics = MetricProcess()
+        results: list[Result] = []
+        try:
+            co = client.CustomObjectsApi(plane.api_client())
+            rollouts = argo_rollouts.run_on(plane)
+            # Rounds interleave the scenarios (a, c, a, c, ...), so each median is taken over
+            # the same stretch of the machine's noise as the others.
+            for rnd in range(args.repeat):
+                for run in runs:
+                    for key in keys:
+                        results.append(one_scenario(rollgate, co, rollouts, metrics, results,
+                                                    key=key, run=run, rnd=rnd, args=args))
+            comparison = compare(results)
+            report({
+                "stages": n,
+                "workers": args.workers,
+                "rounds": args.repeat,
+                "kargo_timeout_s": args.kargo_timeout,
+                "scenarios": {label(r, args.repeat): {
+                    "latency_promotion_recorded_to_verified": r.latency, **r.figures}
+                    for r in results},
+                "comparison": comparison,
+                "metric_server_requests": metrics.hits(),
+            })
+            print()
+            print(markdown(results, args.late_seconds, comparison))
+        finally:
+            metrics.close()
+
     return 0
 
 

@@ -1,6 +1,6 @@
 """RolloutManager plugins sync latency on a real control plane.
 
-Starts a control plane (hack/controlplane.py, no webhook: only the reconciler's path is
+Starts a control plane (support/harness/plane.py, no webhook: only the reconciler's path is
 measured) and the reconciler with only the rollout-plugins controller, one
 RolloutManager and a stand-in ``argo-rollouts`` Deployment, then measures:
 
@@ -19,7 +19,7 @@ RolloutManager and a stand-in ``argo-rollouts`` Deployment, then measures:
 Prints median and worst of each and the load average. Nothing is asserted about the
 figures (the e2e tests check the behaviour).
 
-    .venv/bin/python bench/plugins.py [--edits 20] [--changes 10] [--preflight-changes 5]
+    .venv/bin/python -m bench.plugins [--edits 20] [--changes 10] [--preflight-changes 5]
                                       [--binary-mib 64]
 """
 
@@ -32,14 +32,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "tests")]
+import yaml
+from kubernetes import client
 
-import controlplane  # noqa: E402
-import yaml  # noqa: E402
-from kubernetes import client, watch  # noqa: E402
-from plugin_server import PluginServer, sha256  # noqa: E402
-from stats import report, summary  # noqa: E402
+from bench.stats import report, summary
+from bench.watches import Watch
+from harness.kits.plane import plane_with_rollgate
+from testkit import objects
+from testkit.plugin_server import PluginServer, elf_stand_in, sha256
+
+ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench-plugins"
 CM = "argo-rollouts-config"
@@ -51,29 +53,27 @@ def rollout_manager(location: str, digest: str | None = None) -> dict[str, Any]:
     entry = {"name": "argoproj-labs/sample-prometheus", "location": location}
     if digest:
         entry["sha256"] = digest
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "RolloutManager",
-        "metadata": {"name": "rm"},
-        "spec": {"plugins": {"metric": [entry]}},
-    }
+    return objects.rollout_manager("rm", metric=[entry])
 
 
-def deployment() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "argo-rollouts"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "argo-rollouts"}},
-            "template": {"metadata": {"labels": {"app": "argo-rollouts"}},
-                         "spec": {"containers": [{"name": "c", "image": "example.invalid/x"}]}},
-        },
-    }
+def resource_version(cm: client.V1ConfigMap) -> str:
+    """The resourceVersion the API server returned on ``cm``."""
+    assert cm.metadata is not None and cm.metadata.resource_version is not None
+    return cm.metadata.resource_version
+
+
+def equals(expected: str | None) -> Callable[[str | None], bool]:
+    return lambda value: value == expected
+
+
+def contains(part: str) -> Callable[[str | None], bool]:
+    return lambda value: part in (value or "")
 
 
 def wait_for_value(core: client.CoreV1Api, rv: str, done: Callable[[str | None], bool],
                    timeout: int = 60) -> float:
     """monotonic time of the first ConfigMap event after ``rv`` whose METRIC fits ``done``."""
-    w = watch.Watch()
+    w = Watch()
     for event in w.stream(core.list_namespaced_config_map, NS, resource_version=rv,
                           field_selector=f"metadata.name={CM}", timeout_seconds=timeout):
         seen = time.monotonic()
@@ -91,87 +91,87 @@ def main() -> int:
     p.add_argument("--binary-mib", type=int, default=64)
     args = p.parse_args()
 
-    plane = controlplane.ControlPlane(with_webhook=False)
-    plane.start()
-    server = PluginServer(plane.work_dir / "plugin-server").start()
-    try:
-        api = plane.api_client()
-        core = client.CoreV1Api(api)
-        co = client.CustomObjectsApi(api)
-        plane.kubectl("create", "namespace", NS)
-        client.AppsV1Api(api).create_namespaced_deployment(NS, deployment())
-        co.create_namespaced_custom_object(GROUP, VERSION, NS, "rolloutmanagers",
-                                           rollout_manager("file:///plugins/prom-0"))
-        proc = plane.start_reconciler("--controllers", "rollout-plugins", "--no-leader-elect",
-                                      "--namespaces", NS, "--plugins-ca-file",
-                                      str(server.ca_file), name="reconciler-bench-plugins")
-        proc.wait_ready(60)
+    with plane_with_rollgate(webhook=False) as rollgate:
+        plane = rollgate.plane
+        server = PluginServer(plane.root / "plugin-server").start()
+        try:
+            api = plane.api_client()
+            core = client.CoreV1Api(api)
+            co = client.CustomObjectsApi(api)
+            plane.kubectl("create", "namespace", NS)
+            # The client sends a dict body as it is; its annotation names only the model.
+            client.AppsV1Api(api).create_namespaced_deployment(
+                NS, objects.deployment())  # type: ignore[arg-type]
+            co.create_namespaced_custom_object(GROUP, VERSION, NS, "rolloutmanagers",
+                                               rollout_manager("file:///plugins/prom-0"))
+            proc = rollgate.start_reconciler(
+                "--controllers", "rollout-plugins", "--no-leader-elect", "--namespaces", NS,
+                "--plugins-ca-file", str(server.ca_file), name="reconciler-bench-plugins")
+            proc.wait_ready(60)
 
-        def current() -> str | None:
-            try:
-                cm = core.read_namespaced_config_map(CM, NS)
-            except client.ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise
-            return (cm.data or {}).get(METRIC)
+            def current() -> str | None:
+                try:
+                    cm = core.read_namespaced_config_map(CM, NS)
+                except client.ApiException as exc:
+                    if exc.status == 404:
+                        return None
+                    raise
+                return (cm.data or {}).get(METRIC)
 
-        deadline = time.monotonic() + 60
-        while not (current() or "").count("prom-0"):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"initial sync did not happen; see {proc.log_path}")
-            time.sleep(0.1)
-        time.sleep(1)  # let the first sync's condition and Deployment writes settle
+            deadline = time.monotonic() + 60
+            while not (current() or "").count("prom-0"):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"initial sync did not happen; see {proc.log_path}")
+                time.sleep(0.1)
+            time.sleep(1)  # let the first sync's condition and Deployment writes settle
 
-        reverts: list[float] = []
-        for i in range(args.edits):
-            rendered = current()
-            hand = yaml.safe_dump([{"name": "someone/else", "location": f"file:///x/{i}"}])
-            edited = core.patch_namespaced_config_map(CM, NS, {"data": {METRIC: hand}})
-            committed = time.monotonic()
-            back = wait_for_value(core, edited.metadata.resource_version,
-                                  lambda v, r=rendered: v == r)
-            reverts.append(back - committed)
+            reverts: list[float] = []
+            for i in range(args.edits):
+                rendered = current()
+                hand = yaml.safe_dump([{"name": "someone/else", "location": f"file:///x/{i}"}])
+                edited = core.patch_namespaced_config_map(CM, NS, {"data": {METRIC: hand}})
+                committed = time.monotonic()
+                back = wait_for_value(core, resource_version(edited), equals(rendered))
+                reverts.append(back - committed)
 
-        changes: list[float] = []
-        for i in range(1, args.changes + 1):
-            location = f"file:///plugins/prom-{i}"
-            rv = core.read_namespaced_config_map(CM, NS).metadata.resource_version
-            co.patch_namespaced_custom_object(
-                GROUP, VERSION, NS, "rolloutmanagers", "rm",
-                {"spec": rollout_manager(location)["spec"]})
-            changed = time.monotonic()
-            seen = wait_for_value(core, rv, lambda v, loc=location: loc in (v or ""))
-            changes.append(seen - changed)
-            time.sleep(0.5)  # let the Deployment annotation and condition writes settle
+            changes: list[float] = []
+            for i in range(1, args.changes + 1):
+                location = f"file:///plugins/prom-{i}"
+                rv = resource_version(core.read_namespaced_config_map(CM, NS))
+                co.patch_namespaced_custom_object(
+                    GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                    {"spec": rollout_manager(location)["spec"]})
+                changed = time.monotonic()
+                seen = wait_for_value(core, rv, contains(location))
+                changes.append(seen - changed)
+                time.sleep(0.5)  # let the Deployment annotation and condition writes settle
 
-        binary = bytes(range(256)) * (args.binary_mib * 4096)
-        digest = sha256(binary)
-        proven: list[float] = []
-        for i in range(1, args.preflight_changes + 1):
-            location = server.serve(f"/plugins/{i}/metric-plugin", binary)
-            rv = core.read_namespaced_config_map(CM, NS).metadata.resource_version
-            co.patch_namespaced_custom_object(
-                GROUP, VERSION, NS, "rolloutmanagers", "rm",
-                {"spec": rollout_manager(location, digest)["spec"]})
-            changed = time.monotonic()
-            seen = wait_for_value(core, rv, lambda v, loc=location: loc in (v or ""),
-                                  timeout=300)
-            proven.append(seen - changed)
-            time.sleep(0.5)
+            binary = elf_stand_in(bytes(range(32, 127)).decode() * 8, copies=args.binary_mib * 1378)
+            digest = sha256(binary)
+            proven: list[float] = []
+            for i in range(1, args.preflight_changes + 1):
+                location = server.serve(f"/plugins/{i}/metric-plugin", binary)
+                rv = resource_version(core.read_namespaced_config_map(CM, NS))
+                co.patch_namespaced_custom_object(
+                    GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                    {"spec": rollout_manager(location, digest)["spec"]})
+                changed = time.monotonic()
+                seen = wait_for_value(core, rv, contains(location), timeout=300)
+                proven.append(seen - changed)
+                time.sleep(0.5)
 
-        result = {
-            "hand_edit_revert": summary(reverts),
-            "spec_change_to_config_map": summary(changes),
-            "spec_change_with_preflight_to_config_map": {
-                **summary(proven), "binary_mib": args.binary_mib},
-            "reconciler_log": str(proc.log_path),
-        }
-        report(result)
-        proc.stop()
-    finally:
-        server.stop()
-        plane.stop()
+            result = {
+                "hand_edit_revert": summary(reverts),
+                "spec_change_to_config_map": summary(changes),
+                "spec_change_with_preflight_to_config_map": {
+                    **summary(proven), "binary_mib": args.binary_mib},
+                "reconciler_log": str(proc.log_path),
+            }
+            report(result)
+            proc.stop()
+        finally:
+            server.stop()
+
     return 0
 
 

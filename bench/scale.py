@@ -1,11 +1,12 @@
 """Memory, start-up and reaction time at scale: N Stages with full histories, the real Kargo
 controller and rollgate's observe mode each alone on one plane.
 
-One control plane (hack/controlplane.py, no webhook). The bench writes, straight to the
+One control plane (support/harness/plane.py, no webhook). The bench writes, straight to the
 API and in parallel (the official client, responses not decoded): N Stages ``s<i>`` spread
 over ``--namespaces`` Project namespaces, each carrying the status Kargo v1.11.2 leaves
-after a long life (hack/kargo.py ``full_history_status``: 10 freight collections with 10
-finished verifications each, ``lastPromotion`` with every step's state, health and
+after a long life (support/testkit/kargo_shapes.py ``full_history_status``: 10 freight
+collections with 10 finished verifications each, ``lastPromotion`` with every step's state,
+health and
 conditions; written through the status subresource), labelled and ``spec.shard``-ed for
 shard ``bench``; the Freight that is current in each, verified there; and one finished
 AnalysisRun per Stage, as Argo Rollouts leaves it (metric results with measurements).
@@ -35,7 +36,7 @@ figures of each, rollgate's as ratios to Kargo's, and the targets (rollgate's st
 at most Kargo's and at most 400 MiB, ready within 1.5 x Kargo's, finding p99 at most
 1 s); nothing is asserted. Results: docs/benchmarks.md.
 
-    .venv/bin/python bench/scale.py [--stages 1000] [--namespaces 30] [--quiet-seconds 300]
+    .venv/bin/python -m bench.scale [--stages 1000] [--namespaces 30] [--quiet-seconds 300]
         [--probes 100] [--lag 5] [--only rollgate,kargo-shard-other,kargo] [--work-dir DIR]
 """
 
@@ -50,33 +51,25 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from kubernetes import client
+
+from bench import kargo as peer
+from bench.stats import report, summary
+from bench.watches import Watch
+from harness.host_rollgate import HostRollgate
+from harness.kits.kargo import STEPS
+from harness.kits.plane import plane_with_rollgate
+from harness.plane import ControlPlane
+from harness.process import ManagedProcess
+from harness.upstream import kargo
+from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack"), str(ROOT / "tests" / "e2e")]
-
-import controlplane  # noqa: E402
-import kargo  # noqa: E402  (hack/kargo.py)
-from kargo_kit import STEPS  # noqa: E402
-from kubernetes import client, watch  # noqa: E402
-from stats import report, summary  # noqa: E402
 
 
-def _bench_kargo() -> Any:
-    """bench/kargo.py (its /proc readers and log line), which ``import kargo`` cannot
-    name: hack/kargo.py comes first on the path."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_kargo", ROOT / "bench" / "kargo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-_peer = _bench_kargo()
-cpu_seconds, peak_rss_mib, say = _peer.cpu_seconds, _peer.peak_rss_mib, _peer.say
+cpu_seconds, peak_rss_mib, say = peer.cpu_seconds, peer.peak_rss_mib, peer.say
 
 KARGO = "kargo.akuity.io"
 V1 = "v1alpha1"
@@ -136,24 +129,20 @@ class Writer:
 
 
 def stage_body(name: str) -> dict[str, Any]:
-    return {"apiVersion": f"{KARGO}/{V1}", "kind": "Stage",
-            "metadata": {"name": name, "labels": {SHARD_LABEL: SHARD}},
-            "spec": {"shard": SHARD,
-                     "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                           "sources": {"direct": True}}],
-                     "promotionTemplate": {"spec": {"steps": STEPS}},
-                     "verification": {"analysisTemplates": [{"name": "t"}],
-                                      "args": [{"name": "service", "value": name}]}}}
+    return objects.stage(name, warehouse="w", labels={SHARD_LABEL: SHARD},
+                         verification=objects.verification(
+                             "t", args=[{"name": "service", "value": name}]),
+                         spec={"shard": SHARD, "promotionTemplate": {"spec": {"steps": STEPS}}})
 
 
 def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     """One Stage with its full history, its current Freight and the run of its current
     verification (``running``: the entry and the run still Running, for a probe)."""
-    status = kargo.full_history_status(name, ns)
+    status = kargo_shapes.full_history_status(name, ns)
     current = status["freightHistory"][0]
     entry = current["verificationHistory"][0]
     run_name = entry["analysisRun"]["name"]
-    freight = kargo.history_freight_name(name, 0)
+    freight = kargo_shapes.history_freight_name(name, 0)
     w.create(KARGO, ns, "freights", {
         "apiVersion": f"{KARGO}/{V1}", "kind": "Freight",
         "metadata": {"name": freight, "labels": {"kargo.akuity.io/alias": f"a-{name}"}},
@@ -163,7 +152,7 @@ def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     w.status(KARGO, ns, "freights", freight, {"status": {"verifiedIn": {
         name: {"verifiedAt": entry["finishTime"]}}, "currentlyIn": {name: {}}}})
     w.create(KARGO, ns, "stages", stage_body(name))
-    run = kargo.finished_analysis_run(run_name, ns, stage=name, collection=current["id"])
+    run = kargo_shapes.finished_analysis_run(run_name, ns, stage=name, collection=current["id"])
     if running:
         entry.update(phase="Running", finishTime=None)
         entry["analysisRun"]["phase"] = "Running"
@@ -172,7 +161,7 @@ def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     w.create(ROLLOUTS, ns, "analysisruns", run)
 
 
-def seed(plane: controlplane.ControlPlane, w: Writer, *, n: int, namespaces: int,
+def seed(plane: ControlPlane, w: Writer, *, n: int, namespaces: int,
          probes: int) -> dict[str, list[str]]:
     """Every namespace and object; returns namespace -> Stage names."""
     layout: dict[str, list[str]] = {}
@@ -182,7 +171,7 @@ def seed(plane: controlplane.ControlPlane, w: Writer, *, n: int, namespaces: int
         layout[probe_ns(contender)] = ([f"m{i}" for i in range(probes)]
                                        + [f"q{i}" for i in range(probes)])
     for ns in layout:
-        plane.project_namespace(ns)
+        kargo.project_namespace(plane, ns)
         w.create(ROLLOUTS, ns, "analysistemplates", {
             "apiVersion": f"{ROLLOUTS}/{V1}", "kind": "AnalysisTemplate",
             "metadata": {"name": "t"}, "spec": {"metrics": [
@@ -202,10 +191,15 @@ def seed(plane: controlplane.ControlPlane, w: Writer, *, n: int, namespaces: int
     return layout
 
 
+def read_stage(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any]:
+    """Stage ``name`` as the API server returns it (the client's JSON, a dict)."""
+    return cast("dict[str, Any]", co.get_namespaced_custom_object(KARGO, V1, ns, "stages", name))
+
+
 def stored_bytes(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, int]:
     """JSON size of one stored Stage (as the API server returns it, managedFields
     included) and of its status."""
-    stage = co.get_namespaced_custom_object(KARGO, V1, ns, "stages", name)
+    stage = read_stage(co, ns, name)
     return {"stage_json_bytes": len(json.dumps(stage, separators=(",", ":"))),
             "status_json_bytes": len(json.dumps(stage["status"], separators=(",", ":"))),
             "managed_fields_json_bytes": len(json.dumps(
@@ -215,7 +209,7 @@ def stored_bytes(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, i
 # --------------------------------------------------------------------------- measuring
 
 
-def quiet(proc: controlplane.ManagedProcess, seconds: float) -> dict[str, float]:
+def quiet(proc: ManagedProcess, seconds: float) -> dict[str, float]:
     """CPU seconds over ``seconds`` with nothing changing, and RSS sampled every 5 s
     over its second half (the steady RSS is their median)."""
     before = cpu_seconds(proc.pid)
@@ -253,7 +247,7 @@ def probe_metrics(co: client.CustomObjectsApi, w: Writer, url: str, ns: str,
     seen: dict[str, float] = {}
 
     def change(name: str) -> None:
-        stage = co.get_namespaced_custom_object(KARGO, V1, ns, "stages", name)
+        stage = read_stage(co, ns, name)
         history = stage["status"]["freightHistory"]
         entry = history[0]["verificationHistory"][0]
         now = stamp(dt.datetime.now(dt.UTC))
@@ -292,11 +286,13 @@ def probe_findings(co: client.CustomObjectsApi, w: Writer, ns: str, names: list[
     core = client.CoreV1Api(co.api_client)
     due: dict[str, float] = {}
     seen: dict[str, float] = {}
-    rv = core.list_namespaced_event(ns).metadata.resource_version
+    listed = core.list_namespaced_event(ns)
+    assert listed.metadata is not None
+    rv = listed.metadata.resource_version
     ready = threading.Event()
 
     def events() -> None:
-        stream = watch.Watch()
+        stream = Watch()
         ready.set()
         for event in stream.stream(core.list_namespaced_event, ns, resource_version=rv,
                                    timeout_seconds=int(timeout + len(names) + lag + 60)):
@@ -312,7 +308,7 @@ def probe_findings(co: client.CustomObjectsApi, w: Writer, ns: str, names: list[
     ready.wait(30)
     time.sleep(0.5)
     for name in names:
-        stage = co.get_namespaced_custom_object(KARGO, V1, ns, "stages", name)
+        stage = read_stage(co, ns, name)
         run = stage["status"]["freightHistory"][0]["verificationHistory"][0]["analysisRun"]
         # Completed at the current whole second: due exactly ``lag`` later.
         at = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -325,31 +321,23 @@ def probe_findings(co: client.CustomObjectsApi, w: Writer, ns: str, names: list[
             "not_seen": len([n for n in names if n not in seen]), "lag_s": lag}
 
 
-def start_rollgate(plane: controlplane.ControlPlane, args: argparse.Namespace,
-                   contender: str) -> controlplane.ManagedProcess:
-    """The reconciler in observe mode: this tree's (``start_reconciler``), or for
-    ``rollgate-base`` the one in ``--base-tree`` (the same command, its code)."""
+def start_rollgate(rollgate: HostRollgate, args: argparse.Namespace,
+                   contender: str) -> ManagedProcess:
+    """The reconciler in observe mode: this tree's, or for ``rollgate-base`` the one in
+    ``--base-tree`` (the same command, its code)."""
     flags = ("--controllers", "stage-verification", "--stage-verification", "observe",
              "--observe-lag-seconds", str(args.lag), "--no-leader-elect")
-    if contender == "rollgate":
-        return plane.start_reconciler(*flags, name=f"reconciler-{contender}")
-    port = controlplane.free_port()
-    env = plane._python_env()
-    env["PYTHONPATH"] = str(args.base_tree)
-    kubeconfig = plane.serviceaccount_kubeconfig(controlplane.SYSTEM_NAMESPACE,
-                                                 controlplane.RECONCILER_SA)
-    return plane._spawn(
-        f"reconciler-{contender}",
-        [sys.executable, "-m", "reconciler", "--kubeconfig", str(kubeconfig),
-         "--bind-address", f"127.0.0.1:{port}", *flags],
-        url=f"http://127.0.0.1:{port}", env=env, cwd=args.base_tree)
+    if contender != "rollgate":
+        rollgate = HostRollgate(rollgate.plane, repo_root=args.base_tree)
+    return rollgate.start_reconciler(*flags, name=f"reconciler-{contender}")
 
 
-def rollgate(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, w: Writer,
-             args: argparse.Namespace, layout: dict[str, list[str]],
-             contender: str) -> dict[str, Any]:
+def observe_contender(rollgate: HostRollgate, co: client.CustomObjectsApi, w: Writer,
+                      args: argparse.Namespace, layout: dict[str, list[str]],
+                      contender: str) -> dict[str, Any]:
+    plane = rollgate.plane
     started = time.monotonic()
-    proc = start_rollgate(plane, args, contender)
+    proc = start_rollgate(rollgate, args, contender)
     try:
         proc.wait_ready(args.ready_timeout)
         ready = time.monotonic() - started
@@ -371,11 +359,11 @@ def rollgate(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, w: W
         plane.stop_process(proc)
 
 
-def kargo_controller(plane: controlplane.ControlPlane, args: argparse.Namespace, *,
+def kargo_controller(plane: ControlPlane, args: argparse.Namespace, *,
                      shard: str, name: str) -> dict[str, Any]:
     started = time.monotonic()
-    proc = plane.start_kargo_controller(name=name, shard=shard, default_controller=True,
-                                        ready_timeout=args.ready_timeout)
+    proc = kargo.start_controller(plane, name=name, shard=shard, default_controller=True,
+                                  ready_timeout=args.ready_timeout)
     try:
         ready = time.monotonic() - started
         say(f"{name} ready in {ready:.1f}s; quiet for {args.quiet_seconds:g}s")
@@ -434,9 +422,8 @@ def main() -> int:
     if set(only) - set(CONTENDERS):
         p.error(f"--only from {CONTENDERS}")
 
-    plane = controlplane.ControlPlane(work_dir=args.work_dir, with_webhook=False)
-    plane.start()
-    try:
+    with plane_with_rollgate(work_dir=args.work_dir, webhook=False) as rollgate:
+        plane = rollgate.plane
         co = client.CustomObjectsApi(plane.api_client())
         w = Writer(co)
         t0 = time.monotonic()
@@ -454,7 +441,7 @@ def main() -> int:
             if contender not in only:
                 continue
             if contender in ROLLGATES:
-                figures = rollgate(plane, co, w, args, layout, contender)
+                figures = observe_contender(rollgate, co, w, args, layout, contender)
             else:
                 figures = kargo_controller(
                     plane, args, shard="other" if contender == "kargo-shard-other" else SHARD,
@@ -464,8 +451,7 @@ def main() -> int:
             say(f"{contender}: {json.dumps(figures)}")
         result["targets"] = targets(result)
         report(result)
-    finally:
-        plane.stop()
+
     return 0
 
 

@@ -19,11 +19,12 @@ Then the findings of the schema-invalid objects (``translate.schema_findings``),
 jsonschema's errors and from jsonschema-rs's located errors (``compiled.SchemaValidator``,
 what rollgate uses), with the number of objects whose findings differ.
 
-    .venv/bin/python bench/schema_candidates.py
+    .venv/bin/python -m bench.schema_candidates
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import statistics
 import sys
@@ -34,13 +35,11 @@ from typing import Any
 
 import yaml
 
+from schemas import compiled
+from schemas.findings import sort_findings
+from schemas.translate import schema_findings
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from schemas import compiled  # noqa: E402
-from schemas.findings import sort_findings  # noqa: E402
-from schemas.translate import schema_findings  # noqa: E402
-
 Verdict = Callable[[Any], bool]
 
 
@@ -62,7 +61,9 @@ def candidates(validator: compiled.SchemaValidator) -> dict[str, Verdict]:
         "jsonschema is_valid": validator.jsonschema.is_valid,
     }
     try:
-        import fastjsonschema
+        # Optional and untyped (not a dependency, not in the venv): imported by name, so
+        # mypy checks this file the same whether it is installed or not.
+        fastjsonschema = importlib.import_module("fastjsonschema")
     except ImportError:
         print("fastjsonschema not installed: left out", file=sys.stderr)
     else:

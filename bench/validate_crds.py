@@ -8,7 +8,7 @@ interleaved rounds so background load hits them alike; medians of the rounds' pe
 times and their ratios to the baseline. Also: reading and parsing the bundled CRDs once
 (first use in a process).
 
-    .venv/bin/python bench/validate_crds.py --objects 400 --rounds 15
+    .venv/bin/python -m bench.validate_crds --objects 400 --rounds 15
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from stats import report
 
 import schemas
+from bench.stats import report
 from schemas.crdschema import bundled_schemas, check_against_crds
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "unit" / "schemas" / "corpus-crds"

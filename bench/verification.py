@@ -1,9 +1,10 @@
 """Verification latency under load, against the floor of the API server's writes.
 
-Starts a control plane (hack/controlplane.py, no webhook: only the reconciler's path is
+Starts a control plane (support/harness/plane.py, no webhook: only the reconciler's path is
 measured), creates N Stages (Kargo v1 shapes: requestedFreight, spec.verification), each
-promoted to its own Freight the way Kargo records it (hack/kargo.py), with the reconciler
-in engine mode; waits until every AnalysisRun exists, then marks all runs Successful at
+promoted to its own Freight the way Kargo records it (support/testkit/kargo_shapes.py),
+with the reconciler in engine mode; waits until every AnalysisRun exists, then marks all
+runs Successful at
 once (playing the Argo Rollouts controller: a bench, unlike the e2e tests, must not spend
 the 2 cores on it) and records, per Stage, the time from its run's phase change to
 ``status.verifiedIn.<stage>`` appearing on its Freight and to the Stage's
@@ -24,8 +25,8 @@ at that moment; it records the time until the standby holds the Lease and until 
 AnalysisRun of that promotion exists (the standby reconciled it). Median and worst over
 ``--trials`` (default 3). Nothing is asserted about the figures.
 
-    .venv/bin/python bench/verification.py [--stages 100] [--workers 32] [--full-history]
-    .venv/bin/python bench/verification.py --takeover [--trials 3] [--lease-duration 15]
+    .venv/bin/python -m bench.verification [--stages 100] [--workers 32] [--full-history]
+    .venv/bin/python -m bench.verification --takeover [--trials 3] [--lease-duration 15]
 """
 
 from __future__ import annotations
@@ -38,25 +39,28 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from kubernetes import client
+
+from bench.stats import report, summary
+from bench.watches import Watch
+from harness.kits.plane import plane_with_rollgate
+from harness.plane import ControlPlane
+from harness.process import ManagedProcess
+from reconciler.runtime.options import DEFAULT_WORKERS
+from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
-
-import controlplane  # noqa: E402
-import kargo  # noqa: E402
-from kubernetes import client, watch  # noqa: E402
-from stats import report, summary  # noqa: E402
-
-from reconciler.runtime.manager import DEFAULT_WORKERS  # noqa: E402
 
 NS = "bench"
 FLOOR_NS = "bench-floor"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 KARGO = "kargo.akuity.io"
-TEMPLATE_SPEC = {"metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}
+TEMPLATE_SPEC: dict[str, Any] = {"metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -66,8 +70,16 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def list_items(co: client.CustomObjectsApi, ns: str, plural: str,
+               **kwargs: Any) -> list[dict[str, Any]]:
+    """The ``items`` of an argoproj.io list (the client's JSON: a dict per object)."""
+    listed = cast("dict[str, Any]", co.list_namespaced_custom_object(
+        GROUP, VERSION, ns, plural, **kwargs))
+    return cast("list[dict[str, Any]]", listed["items"])
+
+
 def runs_per_stage(co: client.CustomObjectsApi, ns: str = NS) -> collections.Counter[str]:
-    runs = co.list_namespaced_custom_object(GROUP, VERSION, ns, "analysisruns")["items"]
+    runs = list_items(co, ns, "analysisruns")
     return collections.Counter(r["metadata"]["labels"]["kargo.akuity.io/stage"] for r in runs)
 
 
@@ -78,7 +90,7 @@ def check_one_run_each(counts: collections.Counter[str], n: int, when: str) -> N
                          f"{len(counts)} Stages with runs, these with more: {wrong}")
 
 
-def verified_condition(stage: dict) -> bool:
+def verified_condition(stage: dict[str, Any]) -> bool:
     conds = (stage.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Verified" and c.get("status") == "True" for c in conds)
 
@@ -90,10 +102,17 @@ def lease_holder(coord: client.CoordinationV1Api) -> str | None:
         if exc.status == 404:
             return None
         raise
+    assert lease.spec is not None
     return lease.spec.holder_identity or None
 
 
-def poll(what: str, check, timeout: float = 120.0, every: float = 0.05) -> float:
+def holds_lease(coord: client.CoordinationV1Api, identity: str) -> Callable[[], bool]:
+    """A check that ``identity`` holds the reconciler's Lease."""
+    return lambda: lease_holder(coord) == identity
+
+
+def poll(what: str, check: Callable[[], bool], timeout: float = 120.0,
+         every: float = 0.05) -> float:
     """monotonic time at which ``check()`` first held (polled every ``every`` s)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -103,30 +122,26 @@ def poll(what: str, check, timeout: float = 120.0, every: float = 0.05) -> float
     raise SystemExit(f"timed out after {timeout}s waiting for {what}")
 
 
-def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str, *,
+def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, *,
          count: int, full_history: bool = False) -> None:
     """Namespace ``ns`` with one AnalysisTemplate ``t`` and ``count`` Stages ``s<i>``
     verifying with it, each with its own Freight ``f<i>`` to be promoted; with
-    ``full_history`` each Stage first gets the status of a long life (hack/kargo.py
-    ``full_history_status``: 10 freight collections with 10 verifications each)."""
+    ``full_history`` each Stage first gets the status of a long life
+    (support/testkit/kargo_shapes.py ``full_history_status``: 10 freight collections with
+    10 verifications each)."""
     plane.kubectl("create", "namespace", ns)
-    co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisTemplate",
-        "metadata": {"name": "t"}, "spec": TEMPLATE_SPEC})
+    template = objects.analysis_template("t", metrics=TEMPLATE_SPEC["metrics"])
+    co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", template)
 
     def one(i: int) -> None:
-        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights", {
-            "apiVersion": f"{KARGO}/v1alpha1", "kind": "Freight",
-            "metadata": {"name": f"f{i}"}, "origin": {"kind": "Warehouse", "name": "w"}})
-        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", {
-            "apiVersion": f"{KARGO}/v1alpha1", "kind": "Stage", "metadata": {"name": f"s{i}"},
-            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                           "sources": {"direct": True}}],
-                     "verification": {"analysisTemplates": [{"name": "t"}]}}})
+        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights",
+                                           objects.freight(f"f{i}", warehouse="w"))
+        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", objects.stage(
+            f"s{i}", warehouse="w", verification=objects.verification("t")))
         if full_history:
             co.patch_namespaced_custom_object_status(
                 KARGO, "v1alpha1", ns, "stages", f"s{i}",
-                {"status": kargo.full_history_status(f"s{i}", ns)})
+                {"status": kargo_shapes.full_history_status(f"s{i}", ns)})
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
@@ -135,19 +150,19 @@ def seed(plane: controlplane.ControlPlane, co: client.CustomObjectsApi, ns: str,
 def promote(co: client.CustomObjectsApi, ns: str, i: int, *, full_history: bool = False) -> None:
     """Kargo finished promoting f<i> into s<i> (the status shapes Kargo writes; with
     ``full_history`` on top of the Stage's history, which Kargo keeps)."""
-    stage = (co.get_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", f"s{i}")
+    stage = (cast("dict[str, Any]", co.get_namespaced_custom_object(
+                 KARGO, "v1alpha1", ns, "stages", f"s{i}"))
              if full_history else None)
     co.patch_namespaced_custom_object_status(
         KARGO, "v1alpha1", ns, "stages", f"s{i}",
-        kargo.promotion_patch(stage, {"w": f"f{i}"}, promotion=f"p{i}"))
+        kargo_shapes.promotion_patch(stage, {"w": f"f{i}"}, promotion=f"p{i}"))
 
 
 def takeover(args: argparse.Namespace) -> int:
     """Leader failover: SIGKILL the leader, time the standby's Lease and first reconcile."""
     ns = "takeover"
-    plane = controlplane.ControlPlane(with_webhook=False)
-    plane.start()
-    try:
+    with plane_with_rollgate(webhook=False) as rollgate:
+        plane = rollgate.plane
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
         coord = client.CoordinationV1Api(api)
@@ -158,27 +173,26 @@ def takeover(args: argparse.Namespace) -> int:
         to_lease: list[float] = []
         to_run: list[float] = []
         for i in range(args.trials):
-            leader = plane.start_reconciler(*common, "--identity", f"leader-{i}",
+            leader = rollgate.start_reconciler(*common, "--identity", f"leader-{i}",
                                             name=f"takeover-leader-{i}")
-            standby: controlplane.ManagedProcess | None = None
+            standby: ManagedProcess | None = None
             try:
                 # The standby starts only once the first one leads, so the roles are known.
-                poll("the first replica to lead", lambda i=i: lease_holder(coord) == f"leader-{i}")
+                poll("the first replica to lead", holds_lease(coord, f"leader-{i}"))
                 leader.wait_ready(60)
-                standby = plane.start_reconciler(*common, "--identity", f"standby-{i}",
+                standby = rollgate.start_reconciler(*common, "--identity", f"standby-{i}",
                                                  name=f"takeover-standby-{i}")
                 standby.wait_ready(60)  # a standby reports ready ("standby: not the leader")
 
                 def run_exists(i: int = i) -> bool:
-                    return bool(co.list_namespaced_custom_object(
-                        GROUP, VERSION, ns, "analysisruns",
-                        label_selector=f"kargo.akuity.io/stage=s{i}")["items"])
+                    return bool(list_items(co, ns, "analysisruns",
+                                           label_selector=f"kargo.akuity.io/stage=s{i}"))
 
                 killed = time.monotonic()
                 leader.kill(signal.SIGKILL)
                 promote(co, ns, i)
                 leased = poll("the standby to hold the Lease",
-                              lambda i=i: lease_holder(coord) == f"standby-{i}")
+                              holds_lease(coord, f"standby-{i}"))
                 ran = poll("the standby to create the run", run_exists, every=0.1)
                 to_lease.append(leased - killed)
                 to_run.append(ran - killed)
@@ -197,8 +211,7 @@ def takeover(args: argparse.Namespace) -> int:
                                              if k != "p90_s"},
         }
         report(result)
-    finally:
-        plane.stop()
+
     return 0
 
 
@@ -214,16 +227,17 @@ class Completion:
         self.done = threading.Event()
         self.conditions_done = threading.Event()
 
-    def _watch(self, plural: str, record) -> None:
-        rv = self.co.list_namespaced_custom_object(KARGO, "v1alpha1", self.ns, plural)[
-            "metadata"]["resourceVersion"]
-        w = watch.Watch()
+    def _watch(self, plural: str, record: Callable[[dict[str, Any]], bool]) -> None:
+        listed = cast("dict[str, Any]", self.co.list_namespaced_custom_object(
+            KARGO, "v1alpha1", self.ns, plural))
+        rv = listed["metadata"]["resourceVersion"]
+        w = Watch()
         for event in w.stream(self.co.list_namespaced_custom_object, KARGO, "v1alpha1",
                               self.ns, plural, resource_version=rv, timeout_seconds=600):
             if record(event["object"]):
                 w.stop()
 
-    def _freight(self, obj: dict) -> bool:
+    def _freight(self, obj: dict[str, Any]) -> bool:
         stage = "s" + obj["metadata"]["name"][1:]
         if stage in ((obj.get("status") or {}).get("verifiedIn") or {}):
             self.verified.setdefault(stage, time.monotonic())
@@ -231,14 +245,15 @@ class Completion:
             self.done.set()
         return self.done.is_set()
 
-    def _stage(self, obj: dict) -> bool:
+    def _stage(self, obj: dict[str, Any]) -> bool:
         if verified_condition(obj):
             self.condition_true.setdefault(obj["metadata"]["name"], time.monotonic())
         if len(self.condition_true) >= self.n:
             self.conditions_done.set()
         return self.conditions_done.is_set()
 
-    def run(self, runs: dict[str, str], timeout: float) -> dict[str, dict[str, float]]:
+    def run(self, runs: dict[str, str],
+            timeout: float) -> dict[str, dict[str, float | None]]:
         threading.Thread(target=self._watch, args=("freights", self._freight),
                          daemon=True).start()
         threading.Thread(target=self._watch, args=("stages", self._stage),
@@ -291,7 +306,7 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
     rv = rest.list(ANALYSIS_RUN, ns)["metadata"]["resourceVersion"]
     ready.set()  # watching from here on: the bench may flip the runs
 
-    def complete(run: dict) -> None:
+    def complete(run: dict[str, Any]) -> None:
         stage = run["metadata"]["labels"]["kargo.akuity.io/stage"]
         i = stage[1:]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -300,7 +315,7 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
         entry = {"id": run["metadata"]["name"], "actor": "rollgate", "phase": "Successful",
                  "finishTime": now, "analysisRun": {"name": run["metadata"]["name"],
                                                     "namespace": ns, "phase": "Successful"}}
-        current = kargo.freight_collection({"w": f"f{i}"})
+        current = kargo_shapes.freight_collection({"w": f"f{i}"})
         rest.patch(STAGE, ns, stage, {"status": {
             "freightHistory": [{**current, "verificationHistory": [entry]},
                                *older.get(stage, [])],
@@ -312,6 +327,12 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
         obj = event.get("object") or {}
         if (obj.get("status") or {}).get("phase") == "Successful":
             pool.submit(complete, obj)
+
+
+def p99_ratio(ours: dict[str, float | None], base: dict[str, float | None]) -> float:
+    """``ours`` p99 over ``base``'s, two decimals (both summaries of at least one value)."""
+    assert ours["p99_s"] is not None and base["p99_s"] is not None
+    return round(ours["p99_s"] / base["p99_s"], 2)
 
 
 def main() -> int:
@@ -332,13 +353,12 @@ def main() -> int:
     n = args.stages
     timeout = max(120.0, n * 0.5)
 
-    plane = controlplane.ControlPlane(with_webhook=False)
-    plane.start()
-    try:
+    with plane_with_rollgate(webhook=False) as rollgate:
+        plane = rollgate.plane
         api = plane.api_client()
         co = client.CustomObjectsApi(api)
         seed(plane, co, NS, count=n, full_history=args.full_history)
-        proc = plane.start_reconciler("--controllers", "stage-verification",
+        proc = rollgate.start_reconciler("--controllers", "stage-verification",
                                       "--stage-verification", "engine", "--namespaces", NS,
                                       "--no-leader-elect", "--workers", str(args.workers),
                                       name="reconciler-bench")
@@ -346,15 +366,15 @@ def main() -> int:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda i: promote(co, NS, i, full_history=args.full_history),
                           range(n)))
-        poll(f"{n} runs", lambda: len(co.list_namespaced_custom_object(
-            GROUP, VERSION, NS, "analysisruns")["items"]) >= n, timeout=timeout, every=0.5)
+        poll(f"{n} runs", lambda: len(list_items(co, NS, "analysisruns")) >= n,
+             timeout=timeout, every=0.5)
         # Let the run-created status writes settle so only the completion path is measured.
         time.sleep(3)
-        runs = co.list_namespaced_custom_object(GROUP, VERSION, NS, "analysisruns")["items"]
+        runs = list_items(co, NS, "analysisruns")
         check_one_run_each(runs_per_stage(co), n, "after start")
         by_stage = {r["metadata"]["labels"]["kargo.akuity.io/stage"]: r["metadata"]["name"]
                     for r in runs}
-        rollgate = Completion(co, NS, n).run(by_stage, timeout)
+        measured = Completion(co, NS, n).run(by_stage, timeout)
         time.sleep(2)  # give a late duplicate (the bug this guards against) time to show
         counts = runs_per_stage(co)
         check_one_run_each(counts, n, "after verification")
@@ -369,12 +389,11 @@ def main() -> int:
                           range(n)))
 
         def create_run(i: int) -> tuple[str, str]:
-            cid = kargo.collection_id([f"f{i}"])
+            cid = kargo_shapes.collection_id([f"f{i}"])
             name = f"s{i}.{cid[:7]}.1"
-            co.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "AnalysisRun",
-                "metadata": {"name": name, "labels": {"kargo.akuity.io/stage": f"s{i}"}},
-                "spec": TEMPLATE_SPEC})
+            run = objects.analysis_run(name, labels={"kargo.akuity.io/stage": f"s{i}"})
+            run["spec"] = TEMPLATE_SPEC
+            co.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns", run)
             return f"s{i}", name
 
         with ThreadPoolExecutor(8) as pool:
@@ -394,25 +413,24 @@ def main() -> int:
         writer.terminate()
         writer.join(10)
 
-        ours, base = rollgate["freight_verified_in"], floor["freight_verified_in"]
         result = {
             "stages": n,
             "full_history": args.full_history,
             "workers": args.workers,
-            "rollgate": rollgate,
+            "rollgate": measured,
             "floor_bare_client": floor,
             "p99_ratio_to_floor": {
-                "freight_verified_in": round(ours["p99_s"] / base["p99_s"], 2),
-                "stage_verified_true": round(rollgate["stage_verified_true"]["p99_s"]
-                                             / floor["stage_verified_true"]["p99_s"], 2),
+                "freight_verified_in": p99_ratio(measured["freight_verified_in"],
+                                                 floor["freight_verified_in"]),
+                "stage_verified_true": p99_ratio(measured["stage_verified_true"],
+                                                 floor["stage_verified_true"]),
             },
             "reconciler_peak_rss_mib": round(rss, 1),
             "reconciles_by_result": reconciles,
             "runs_per_stage": sorted(set(counts.values())),
         }
         report(result)
-    finally:
-        plane.stop()
+
     return 0
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
+def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -95,7 +95,7 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None, *, prog: str = "python -m certs") -> int:
     """``prog``: how the user called it (``rollgate certs`` or ``python -m certs``), for
     the usage and error lines."""
-    args = _parser(prog).parse_args(argv)
+    args = parser(prog).parse_args(argv)
     if args.command == "generate":
         paths = generate(
             args.out_dir, service=args.service, namespace=args.namespace,

@@ -1,7 +1,7 @@
 """Certificate primitives: a CA, leaf certificates it signs, and their PEM encodings.
 
 The one place that builds X.509 certificates: the webhook's serving certificate
-(:mod:`certs.generate`) and the test control plane's certificates (``hack/k8spki.py``)
+(:mod:`certs.generate`) and the test control plane's certificates (``support/harness/pki.py``)
 are both made here. Keys are ECDSA P-256: small, fast to create (tests make many) and
 cheap in the TLS handshake, which matters for an endpoint on the admission path.
 """

@@ -18,7 +18,7 @@ is raised.
 The identity is whatever that configuration authenticates as. A kubeconfig user's
 ``as:`` (impersonation) entry is ignored by the official Python client, so the e2e
 harness gives the reconciler a ServiceAccount *client certificate* instead
-(``hack/controlplane.py``), which authenticates as the ServiceAccount itself.
+(``support/harness/plane.py``), which authenticates as the ServiceAccount itself.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
     rollgate webhook ...            the admission webhook (gunicorn over TLS)
     rollgate reconciler ...         Stage verification and RolloutManager plugins
     rollgate explain stage NAME -n NS [-o json]
+    rollgate selftest [-n NS]       dry runs a live cluster's admission (helm test)
 
 Installed as ``rollgate`` and as ``kubectl-rollgate``, so ``kubectl rollgate explain
 stage NAME`` works once the venv's ``bin`` is on PATH. The ``python -m schemas|certs|
@@ -48,6 +49,12 @@ def _reconciler(argv: list[str], prog: str) -> int:
     return main(argv, prog=prog)
 
 
+def _selftest(argv: list[str], prog: str) -> int:
+    from webhook.selftest_command import main
+
+    return main(argv, prog=prog)
+
+
 def _explain(argv: list[str], prog: str) -> int:
     from reconciler.explain_command import main
 
@@ -61,6 +68,7 @@ COMMANDS: dict[str, tuple[Main, str]] = {
     "webhook": (_webhook, "serve the admission webhook"),
     "reconciler": (_reconciler, "run the reconciler"),
     "explain": (_explain, "the verification of a Stage's current freight, as a timeline"),
+    "selftest": (_selftest, "prove rollgate's webhooks deny and allow in a live cluster"),
 }
 
 

@@ -81,7 +81,7 @@ class SchemaValidator:
 
     Findings must not depend on which of the two answered. That needs them to agree on
     every verdict and on every error's keyword, place and values;
-    tests/unit/schemas/test_schemas_fastpath.py checks both on generated objects (and every
+    tests/unit/schemas/test_fastpath.py checks both on generated objects (and every
     pattern on every code point). What they are asked about is JSON as ``json.loads``
     and the YAML loader give it: dicts with string keys, lists, strings, numbers,
     booleans and null. What jsonschema-rs cannot take (a lone surrogate, a non-string

@@ -1,8 +1,11 @@
 """JSON Pointer (RFC 6901) and a minimal JSON Patch (RFC 6902) applier.
 
-The applier only exists so ratcheting can compare objects in their defaulted form; it
-supports the ops rollgate's default patches use (add, replace, remove) and copies only
-the containers along each path, so the caller's objects are never modified.
+The applier exists so ratcheting can compare objects in their defaulted form; it supports
+the ops rollgate's default patches use (add, replace, remove, and test) and copies only
+the containers along each path, so the caller's objects are never modified. Ratcheting
+applies leniently (an op that does not fit is skipped); ``strict=True`` refuses such an
+op as the API server refuses a patch that does not apply, which is how the tests apply
+the webhook's answers.
 """
 
 from __future__ import annotations
@@ -35,31 +38,65 @@ def _copy(container: Any) -> Any:
     return container
 
 
-def _index(container: Any, token: str) -> Any:
-    return int(token) if isinstance(container, list) else token
+class PatchError(ValueError):
+    """An op that does not apply to the document (strict mode)."""
 
 
-def apply_patch(doc: Any, ops: Sequence[dict[str, Any]]) -> Any:
-    """Apply add/replace/remove ops copy-on-write; ops that do not fit are skipped."""
+def _index(container: Any, token: str, *, end: bool = False) -> Any:
+    """A list index (``-`` past the end, for add) or a member name."""
+    if not isinstance(container, list):
+        return token
+    if end and token == "-":
+        return len(container)
+    if not token.isdigit():
+        raise ValueError(f"{token!r} is not an array index")
+    return int(token)
+
+
+def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
+    tokens = [unescape(t) for t in str(op.get("path", "")).split("/")[1:]]
+    if not tokens:
+        raise ValueError("the path names the whole document")
+    kind = op.get("op")
+    root = _copy(doc)
+    node = root
+    for token in tokens[:-1]:
+        key = _index(node, token)
+        node[key] = _copy(node[key])
+        node = node[key]
+    last = _index(node, tokens[-1], end=kind == "add")
+    if kind == "test":
+        if node[last] != op.get("value"):
+            raise ValueError(f"the value is {node[last]!r}")
+        return doc
+    _write(node, last, op)
+    return root
+
+
+def _write(node: Any, last: Any, op: dict[str, Any]) -> None:
+    """The op's change to its parent container (copied already)."""
+    kind = op.get("op")
+    if kind == "remove":
+        del node[last]
+    elif isinstance(node, list) and kind == "add":
+        if last > len(node):
+            raise IndexError(f"index {last} past the end ({len(node)})")
+        node.insert(last, op.get("value"))
+    elif kind in ("add", "replace"):
+        if kind == "replace" and isinstance(node, dict) and last not in node:
+            raise KeyError(f"no member {last!r} to replace")
+        node[last] = op.get("value")
+    else:
+        raise ValueError(f"op {kind!r} is not supported")
+
+
+def apply_patch(doc: Any, ops: Sequence[dict[str, Any]], *, strict: bool = False) -> Any:
+    """Apply ``ops`` copy-on-write; an op that does not fit is skipped, or with
+    ``strict`` raises :class:`PatchError` naming it."""
     for op in ops:
-        tokens = [unescape(t) for t in str(op.get("path", "")).split("/")[1:]]
-        if not tokens:
-            continue
-        root = _copy(doc)
-        node = root
         try:
-            for token in tokens[:-1]:
-                key = _index(node, token)
-                node[key] = _copy(node[key])
-                node = node[key]
-            last = _index(node, tokens[-1])
-            if op.get("op") == "remove":
-                del node[last]
-            elif isinstance(node, list) and op.get("op") == "add":
-                node.insert(last, op.get("value"))
-            else:
-                node[last] = op.get("value")
-        except (KeyError, IndexError, TypeError, ValueError):
-            continue
-        doc = root
+            doc = _apply_op(doc, op)
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            if strict:
+                raise PatchError(f"{op} does not apply: {err!r}") from err
     return doc

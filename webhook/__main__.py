@@ -11,6 +11,7 @@ cross-object warnings are off (logged once per worker) and everything else works
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
 import shutil
@@ -19,6 +20,7 @@ import tempfile
 from typing import Any
 
 from webhook.config import WebhookConfig
+from webhook.server.tls import expired_at, pair_problem
 from webhook.server.worker import Limits
 
 log = logging.getLogger("rollgate.webhook")
@@ -27,8 +29,8 @@ BENCH_NOOP_ENV = "ROLLGATE_WEBHOOK_BENCH_NOOP"
 _DEFAULTS = Limits()
 
 
-def parse_args(argv: list[str] | None = None, *, prog: str = "python -m webhook"
-               ) -> argparse.Namespace:
+def parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
+    """The command line (docs/flags.md is generated from it)."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--bind", default="0.0.0.0:8443", help="HOST:PORT (default 0.0.0.0:8443)")
     p.add_argument("--tls-cert-file", required=True)
@@ -52,7 +54,12 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "python -m webhook"
                    f"arrive whole, headers and body (default {_DEFAULTS.request_timeout:g})")
     p.add_argument("--log-level", default="info",
                    choices=["debug", "info", "warning", "error"])
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None, *, prog: str = "python -m webhook"
+               ) -> argparse.Namespace:
+    return parser(prog).parse_args(argv)
 
 
 def api_client(kubeconfig: str | None) -> Any:
@@ -92,6 +99,12 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> i
         if not os.path.isfile(path):
             print(f"{prog}: {path}: no such file", file=sys.stderr)
             return 2
+    with open(args.tls_cert_file, "rb") as cert, open(args.tls_key_file, "rb") as key:
+        cert_pem = cert.read()
+        problem = pair_problem(cert_pem, key.read())
+    if problem:
+        print(f"{prog}: {args.tls_cert_file}, {args.tls_key_file}: {problem}", file=sys.stderr)
+        return 2
     # Before anything imports prometheus-client: workers share metrics through files.
     own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
     if own_metrics_dir:
@@ -102,6 +115,14 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> i
     from webhook.server.run import serve
 
     configure(level=args.log_level)
+    expired = expired_at(cert_pem, dt.datetime.now(dt.UTC))
+    if expired is not None:
+        # Served anyway: a renewed Secret is picked up without a restart, and the pod
+        # staying up keeps this line and the expiry alert in front of the operator.
+        log.error("the serving certificate has expired: the API server refuses it, so "
+                  "every call fails until the Secret holds a renewed one (README "
+                  '"Certificates")', extra={"notAfter": expired.isoformat(),
+                                            "certfile": args.tls_cert_file})
 
     def load() -> Any:
         # Runs in each worker after fork: its own API client and connection pool.

@@ -12,11 +12,13 @@ from __future__ import annotations
 import functools
 import os
 
+from cryptography import x509
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -44,6 +46,30 @@ LOOKUPS = Counter(
     "errors mean the look-up warnings were skipped.",
     ["kind", "result"],
 )
+
+
+@functools.cache
+def _certificate_not_after() -> Gauge:
+    # Built on first use, not at import: in multiprocess mode creating a gauge writes 0
+    # into the worker's file, and a worker between importing the app and reading its
+    # certificate would then pull the live minimum to 0 (and fire the expiry alerts).
+    return Gauge(
+        "rollgate_webhook_certificate_not_after_timestamp_seconds",
+        "notAfter of the serving certificate, in Unix seconds: the earliest among the "
+        "live workers (each loads the mounted Secret's certificate again when it changes).",
+        multiprocess_mode="livemin",
+    )
+
+
+def record_certificate(certfile: str) -> None:
+    """Set the notAfter gauge from the first certificate in ``certfile``; a file that
+    cannot be read or parsed leaves it as it was (TLS reports that one)."""
+    try:
+        with open(certfile, "rb") as handle:
+            cert = x509.load_pem_x509_certificate(handle.read())
+    except (OSError, ValueError):
+        return
+    _certificate_not_after().set(cert.not_valid_after_utc.timestamp())
 
 
 @functools.cache

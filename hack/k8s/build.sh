@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real binaries the e2e tests and `make dev` run: etcd, kube-apiserver,
-# kube-controller-manager and a version-matched kubectl, plus the Argo Rollouts
+# kube-controller-manager and a version-matched kubectl, the node's kubelet and
+# kube-scheduler (wrapper module hack/k8s/node, the same pins), plus the Argo Rollouts
 # controller and its sample metric plugin, and `exprcheck` (hack/exprcheck: the
 # expr-lang version Kargo uses, the tests' oracle for Kargo expressions). They are built from the published Go
 # modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
@@ -29,8 +30,9 @@
 #
 # Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
-# Output, under ${ROLLGATE_K8S_CACHE:-$HOME/.cache/rollgate/k8s}:
+# Output, under ${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
+#                                      kubelet kube-scheduler
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
 #   exprcheck-<expr-lang version>/     exprcheck
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
@@ -44,7 +46,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all ten by default) are checked in that one directory.
+# (all twelve by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,7 +69,7 @@ required() {
     awk -v m="$2" '{sub(/^require[ \t]+/, "")} $1 == m {print $2}' "$1"
 }
 etcd_version="$(required "${here}/etcd/go.mod" go.etcd.io/etcd/server/v3)"
-cache="${ROLLGATE_K8S_CACHE:-${HOME}/.cache/rollgate/k8s}"
+cache="${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/rollgate/k8s}"
 out="${cache}/${version}"
 rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
@@ -77,7 +79,7 @@ helm_out="${cache}/helm-${helm_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
-k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
 cert_manager_binaries=(controller cainjector)
@@ -232,6 +234,7 @@ check_pin() {
     fi
 }
 check_pin "${here}/apiserver/go.mod" k8s.io/kubernetes "${version}"
+check_pin "${here}/node/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
 check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
@@ -342,6 +345,8 @@ if [[ "${what}" == all || "${what}" == k8s ]]; then
     build kube-controller-manager "${here}/apiserver" \
         k8s.io/kubernetes/cmd/kube-controller-manager "${ldflags_k8s}"
     build kubectl "${here}/apiserver" k8s.io/kubernetes/cmd/kubectl "${ldflags_k8s}"
+    build kubelet "${here}/node" k8s.io/kubernetes/cmd/kubelet "${ldflags_k8s}"
+    build kube-scheduler "${here}/node" k8s.io/kubernetes/cmd/kube-scheduler "${ldflags_k8s}"
 fi
 if [[ "${what}" == all || "${what}" == rollouts ]]; then
     # The sample plugin's package imports an internal/ package of its own module, which

@@ -10,11 +10,12 @@ What lives here, one module per job:
   pass does, whether the ConfigMap is in sync, the apply body, what a write removes, the
   words of the ``PluginsSynced`` condition (pure).
 - ``digests``: the digest pre-flight: download over verified TLS, compare, cache.
+- ``options``: ``PluginsOptions``, the feature's flags, typed, each with its one default.
 - ``metrics``: the feature's Prometheus metrics, registered by the feature (the
   controller's ``collectors``), so the runtime knows no feature.
 - ``controller``: the controller the runtime runs (``--controllers rollout-plugins``):
   cache reads, the pre-flight call, the writes and events; I/O and wiring only.
 
-The pure modules import neither the Kubernetes client, ``kubekit.rest`` nor the runtime
-(import-linter contract in ``pyproject.toml``).
+The pure modules (and ``options``) import neither the Kubernetes client, ``kubekit.rest``
+nor the runtime (import-linter contract in ``pyproject.toml``).
 """

@@ -63,6 +63,7 @@ REASONS: dict[str, str] = {
     "invalid-spec": "InvalidSpec",
     "digest-mismatch": "DigestMismatch",
     "download-failed": "DownloadFailed",
+    "not-executable": "NotExecutable",
 }
 
 
@@ -211,11 +212,14 @@ def compare_with_operator(
 
 def digest_findings(problems: Iterable[PluginDigest]) -> list[Finding]:
     """A failed digest pre-flight as findings (audit mode writes no condition)."""
+    kinds = {"mismatch": "digest-mismatch", "not-executable": "not-executable"}
     return [
         Finding(
-            "digest-mismatch" if d.check.outcome == "mismatch" else "download-failed",
+            kinds.get(d.check.outcome, "download-failed"),
             f"{d.path} {d.check.location} {d.check.expected}",
-            f"{d.describe()}: Argo Rollouts exits at start when it loads this plugin",
+            f"{d.describe()}: " + ("Argo Rollouts could not start it when a Rollout or an "
+                                   "AnalysisRun used it" if d.check.outcome == "not-executable"
+                                   else "Argo Rollouts exits at start when it loads this plugin"),
         )
         for d in problems
     ]

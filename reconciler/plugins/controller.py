@@ -37,12 +37,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
-from prometheus_client.registry import Collector
 
 from kubekit.kinds import CONFIG_MAP, DEPLOYMENT, ROLLOUT_MANAGER, Resource
 from kubekit.rest import (
@@ -54,20 +53,29 @@ from kubekit.rest import (
 )
 from reconciler.payloads import ConditionStatus
 from reconciler.runtime.status import write_status
-from reconciler.runtime.types import Cache, Client, Context, Key, Requeue, Watch, object_key
+from reconciler.runtime.types import (
+    Cache,
+    Client,
+    Context,
+    Controller,
+    Key,
+    Requeue,
+    Watch,
+    object_key,
+)
 from schemas.objects import Obj, meta_of
 
-from . import decisions as dc
+from . import decisions
 from .audit import REASONS, AuditMemory, compare_with_operator, digest_findings
 from .digests import (
     DigestVerifier,
-    DownloadLimits,
     PluginDigest,
     https_fetcher,
     preflight,
     problems,
 )
 from .metrics import PluginMetrics
+from .options import PluginsOptions
 from .render import CONFIG_MAP_NAME, InvalidPluginSpec, checksum, render_plugin_config
 
 log = logging.getLogger("reconciler.rollout_plugins")
@@ -78,21 +86,17 @@ def with_kind(obj: Mapping[str, Any], resource: Resource) -> dict[str, Any]:
     return {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
 
 
-def _verifier(options: Mapping[str, Any]) -> DigestVerifier:
+def _verifier(options: PluginsOptions) -> DigestVerifier:
     """The pre-flight's downloader, from the download flags."""
-    defaults = DownloadLimits()
-    limits = DownloadLimits(
-        max_bytes=int(options.get("plugins_max_download_bytes") or defaults.max_bytes),
-        timeout=float(options.get("plugins_download_timeout") or defaults.timeout),
-    )
     return DigestVerifier(https_fetcher(
-        ca_file=options.get("plugins_ca_file") or None,
-        limits=limits,
-        allow_http=bool(options.get("allow_http_plugins")),
+        ca_file=options.ca_file,
+        limits=options.download_limits,
+        allow_http=options.allow_http,
+        arch=options.arch,
     ))
 
 
-class RolloutPluginsController:
+class RolloutPluginsController(Controller):
     """Keeps ``argo-rollouts-config`` and the Argo Rollouts Deployment in line with RMs.
 
     Only the ConfigMap and the Deployment it manages are watched (field selectors on
@@ -105,39 +109,37 @@ class RolloutPluginsController:
 
     def __init__(
         self,
-        options: Mapping[str, Any] | None = None,
         *,
+        options: PluginsOptions | None = None,
         verifier: DigestVerifier | None = None,
         metrics: PluginMetrics | None = None,
     ) -> None:
-        """Take the Deployment name, the mode and the download settings from the flags.
+        """Take the Deployment name, the mode and the download settings from the flags
+        (the defaults without ``options``).
 
         The Deployment's name narrows its watch (so RBAC can name it too), which is why
         the watches are fixed here, from the flags.
         """
-        options = options or {}
-        mode = str(options.get("plugins_mode") or "auto")
-        if mode not in dc.FLAG_MODES:
-            raise ValueError(
-                f"--plugins-mode must be one of {', '.join(dc.FLAG_MODES)}, not {mode!r}")
+        options = options if options is not None else PluginsOptions()
+        if options.mode not in decisions.FLAG_MODES:
+            raise ValueError(f"--plugins-mode must be one of {', '.join(decisions.FLAG_MODES)}, "
+                             f"not {options.mode!r}")
+        self.options = options
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.metrics = metrics or PluginMetrics()
+        # The feature's metrics, for the runtime to serve on its ``/metrics``.
+        self.collectors = self.metrics.collectors
         self._memory = AuditMemory()
-        self.deployment_name = str(options.get("rollouts_deployment") or dc.DEFAULT_DEPLOYMENT)
+        self.deployment_name = options.rollouts_deployment
         self.config_maps = CONFIG_MAP.named(CONFIG_MAP_NAME)
         self.deployments = DEPLOYMENT.named(self.deployment_name)
-        self.watches: tuple[Watch, ...] = (
+        self.watches = (
             Watch(ROLLOUT_MANAGER, self._rollout_manager_keys),
             Watch(self.config_maps, self._config_map_keys),
             Watch(self.deployments, self._deployment_keys),
         )
         self.verifier = verifier if verifier is not None else _verifier(options)
-
-    @property
-    def collectors(self) -> Sequence[Collector]:
-        """The feature's metrics, for the runtime to serve on its ``/metrics``."""
-        return self.metrics.collectors
 
     # -- watches ----------------------------------------------------------------------
 
@@ -154,10 +156,10 @@ class RolloutPluginsController:
         if meta_of(cm).get("name") != CONFIG_MAP_NAME:
             return []
         namespace = meta_of(cm).get("namespace") or ""
-        owner = dc.owner_of(cache.list(ROLLOUT_MANAGER, namespace))
+        owner = decisions.owner_of(cache.list(ROLLOUT_MANAGER, namespace))
         if owner is not None:
             return [object_key(owner)]
-        if dc.owned_keys(cm):
+        if decisions.owned_keys(cm):
             # No RolloutManager left but rollgate still owns keys here: any key of the
             # namespace makes reconcile release them.
             return [Key(namespace, CONFIG_MAP_NAME)]
@@ -170,10 +172,10 @@ class RolloutPluginsController:
         if meta_of(deployment).get("name") != self.deployment_name:
             return []
         namespace = meta_of(deployment).get("namespace") or ""
-        owner = dc.owner_of(cache.list(ROLLOUT_MANAGER, namespace))
+        owner = decisions.owner_of(cache.list(ROLLOUT_MANAGER, namespace))
         if owner is not None:
             return [object_key(owner)]
-        if dc.owned_keys(cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)):
+        if decisions.owned_keys(cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)):
             return [Key(namespace, CONFIG_MAP_NAME)]
         return []
 
@@ -189,8 +191,8 @@ class RolloutPluginsController:
             namespace = meta.get("namespace") or ""
             if (
                 meta.get("name") == CONFIG_MAP_NAME
-                and dc.owned_keys(cm)
-                and dc.owner_of(cache.list(ROLLOUT_MANAGER, namespace)) is None
+                and decisions.owned_keys(cm)
+                and decisions.owner_of(cache.list(ROLLOUT_MANAGER, namespace)) is None
             ):
                 keys.append(Key(namespace, CONFIG_MAP_NAME))
         return keys
@@ -223,7 +225,7 @@ class RolloutPluginsController:
         rms = ctx.cache.list(ROLLOUT_MANAGER, namespace)
         deployment = self._cached_deployment(namespace, ctx)
         keyed = ctx.cache.get(ROLLOUT_MANAGER, namespace, key.name)
-        step = dc.plan(str(ctx.options.get("plugins_mode") or "auto"), rms, deployment, keyed)
+        step = decisions.plan(self.options.mode, rms, deployment, keyed)
         if step.owner is None:
             self._forget(namespace)
             if step.action == "release":
@@ -241,7 +243,7 @@ class RolloutPluginsController:
         if step.action == "not-owner" and keyed is not None:
             self._set_condition(
                 with_kind(keyed, ROLLOUT_MANAGER), ctx, rest, status="False", reason="NotOwner",
-                message=dc.not_owner_message(meta_of(owner).get("name") or "", namespace),
+                message=decisions.not_owner_message(meta_of(owner).get("name") or "", namespace),
                 event_type="Warning",
             )
             return
@@ -267,8 +269,8 @@ class RolloutPluginsController:
         Reads the cache only and writes nothing but Events: not the ConfigMap, not the
         Deployment, not the RolloutManager's status (the operator owns all three).
         """
-        rm = with_kind(dc.audited_manager(rms, deployment, owner) or owner, ROLLOUT_MANAGER)
-        allow_http = bool(ctx.options.get("allow_http_plugins"))
+        rm = with_kind(decisions.audited_manager(rms, deployment, owner) or owner, ROLLOUT_MANAGER)
+        allow_http = self.options.allow_http
         config_map = ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)
         findings = compare_with_operator(rm, config_map, allow_http_plugins=allow_http)
         digests = self._audit_preflight(namespace, rm, allow_http)
@@ -284,7 +286,7 @@ class RolloutPluginsController:
                 extra={"namespace": namespace, "findings": [f.kind for f in findings]},
             )
         if any(d.check.outcome == "failed" for d in digests):
-            raise Requeue(after=dc.DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
+            raise Requeue(after=decisions.DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
 
     def _remove_stale_conditions(self, rms: list[Obj], ctx: Context, rest: Client) -> None:
         """Audit's one status write: remove, once, the ``PluginsSynced`` condition an
@@ -295,8 +297,8 @@ class RolloutPluginsController:
         reconciled again); a RolloutManager without the condition costs no write.
         """
         for rm in rms:
-            wanted = dc.without_condition(rm)
-            if wanted is None or dc.is_deleting(rm):
+            wanted = decisions.without_condition(rm)
+            if wanted is None or decisions.is_deleting(rm):
                 continue
             if write_status(rest, ctx.cache, ROLLOUT_MANAGER, rm, wanted) is not None:
                 log.info("plugins audit: removed the PluginsSynced condition an earlier "
@@ -317,17 +319,18 @@ class RolloutPluginsController:
 
     def _sync(self, rm: Obj, ctx: Context, rest: Client) -> None:
         namespace = meta_of(rm).get("namespace") or ""
-        allow_http = bool(ctx.options.get("allow_http_plugins"))
+        allow_http = self.options.allow_http
         try:
             data, digest = render_plugin_config(rm, allow_http_plugins=allow_http)
         except InvalidPluginSpec as err:
             self._set_condition(
                 rm, ctx, rest, status="False", reason="InvalidSpec",
-                message=dc.invalid_spec_message(err.findings), event_type="Warning",
+                message=decisions.invalid_spec_message(err.findings), event_type="Warning",
             )
             return
         cached_cm = ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)
-        if dc.write_pending(cached_cm, self._cached_deployment(namespace, ctx), data, digest):
+        deployment = self._cached_deployment(namespace, ctx)
+        if decisions.write_pending(cached_cm, deployment, data, digest):
             # Only before a write: an unchanged plugin set restarts nothing, so there
             # is nothing to prove (and a restarted reconciler downloads nothing).
             checked = preflight(rm, self.verifier, allow_http=allow_http)
@@ -335,37 +338,38 @@ class RolloutPluginsController:
             if problems(checked):
                 self._refuse(rm, problems(checked), ctx, rest)
                 return
-        if not dc.in_sync(cached_cm, data):
+        if not decisions.in_sync(cached_cm, data):
             self._write_config_map(rm, namespace, data, ctx, rest)
         exists = self._restart_rollouts(rm, namespace, digest, ctx, rest)
-        note = dc.rollout_note(self.deployment_name, namespace, exists=exists)
+        note = decisions.rollout_note(self.deployment_name, namespace, exists=exists)
         self._set_condition(rm, ctx, rest, status="True", reason="Synced",
-                            message=dc.synced_message(data, digest, note))
+                            message=decisions.synced_message(data, digest, note))
 
     def _refuse(self, rm: Obj, bad: list[PluginDigest], ctx: Context, rest: Client) -> None:
         """A digest could not be proven: write nothing but the condition saying why."""
-        reason, message = dc.refusal(bad, self.deployment_name)
+        reason, message = decisions.refusal(bad, self.deployment_name)
         self._set_condition(rm, ctx, rest, status="False", reason=reason, message=message,
                             event_type="Warning")
         if reason == "DownloadFailed":
-            raise Requeue(after=dc.DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
+            raise Requeue(after=decisions.DOWNLOAD_RETRY_SECONDS, reason="plugin download failed")
 
     def _write_config_map(
         self, rm: Obj, namespace: str, data: dict[str, str], ctx: Context, rest: Client
     ) -> None:
         live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
-        if dc.in_sync(live, data):
+        if decisions.in_sync(live, data):
             return  # the cache was behind
-        dropped = dc.unlisted_entries(dc.managed_values(live), data, keys=dc.foreign_keys(live))
+        dropped = decisions.unlisted_entries(decisions.managed_values(live), data,
+                                             keys=decisions.foreign_keys(live))
         result = rest.patch(
-            CONFIG_MAP, namespace, CONFIG_MAP_NAME, dc.apply_body(namespace, data),
-            content_type=APPLY_PATCH, field_manager=dc.FIELD_MANAGER, force=True,
+            CONFIG_MAP, namespace, CONFIG_MAP_NAME, decisions.apply_body(namespace, data),
+            content_type=APPLY_PATCH, field_manager=decisions.FIELD_MANAGER, force=True,
         )
-        leftover = dc.leftover_keys(data, result)
+        leftover = decisions.leftover_keys(data, result)
         if leftover:
             rest.patch(
-                CONFIG_MAP, namespace, CONFIG_MAP_NAME, dc.removal_patch(result, leftover),
-                content_type=JSON_PATCH, field_manager=dc.FIELD_MANAGER,
+                CONFIG_MAP, namespace, CONFIG_MAP_NAME, decisions.removal_patch(result, leftover),
+                content_type=JSON_PATCH, field_manager=decisions.FIELD_MANAGER,
             )
         log.info(
             "plugins written",
@@ -381,7 +385,7 @@ class RolloutPluginsController:
             )
         ctx.events.emit(
             rm, type="Normal", reason="PluginsSynced",
-            message=f"ConfigMap {CONFIG_MAP_NAME} updated: {dc.describe(data)}",
+            message=f"ConfigMap {CONFIG_MAP_NAME} updated: {decisions.describe(data)}",
         )
 
     def _cached_deployment(self, namespace: str, ctx: Context) -> Obj | None:
@@ -395,12 +399,12 @@ class RolloutPluginsController:
         cached = self._cached_deployment(namespace, ctx)
         if cached is None:
             return False
-        if dc.pod_template_checksum(cached) == digest:
+        if decisions.pod_template_checksum(cached) == digest:
             return True
         live = rest.get(DEPLOYMENT, namespace, self.deployment_name)
         if live is None:
             return False
-        if dc.pod_template_checksum(live) != digest:
+        if decisions.pod_template_checksum(live) != digest:
             self._patch_checksum(namespace, digest, rest)
             ctx.events.emit(
                 rm, type="Normal", reason="RolloutsRestarted",
@@ -426,17 +430,17 @@ class RolloutPluginsController:
         while rollgate still owns the keys keeps this retryable: ownership is how both
         this method and ``resync_keys`` find the namespace again after a failure.
         """
-        if not dc.owned_keys(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)):
+        if not decisions.owned_keys(ctx.cache.get(self.config_maps, namespace, CONFIG_MAP_NAME)):
             return
         live = rest.get(CONFIG_MAP, namespace, CONFIG_MAP_NAME)
-        owned = dc.owned_keys(live)
-        ops = dc.removal_patch(live, owned) if live is not None else []
+        owned = decisions.owned_keys(live)
+        ops = decisions.removal_patch(live, owned) if live is not None else []
         if not ops:
             return  # the cache was behind: nothing of rollgate's is left
         result = self._remove_keys(namespace, ops, rest)
         if result is None:
             return  # the ConfigMap was deleted meanwhile
-        left = dc.managed_values(result)
+        left = decisions.managed_values(result)
         removed = [k for k in owned if k not in left]
         if removed:
             ctx.events.emit(
@@ -459,7 +463,7 @@ class RolloutPluginsController:
         try:
             return rest.patch(
                 CONFIG_MAP, namespace, CONFIG_MAP_NAME, ops,
-                content_type=JSON_PATCH, field_manager=dc.FIELD_MANAGER,
+                content_type=JSON_PATCH, field_manager=decisions.FIELD_MANAGER,
             )
         except ApiException as exc:
             if is_not_found(exc):
@@ -470,7 +474,7 @@ class RolloutPluginsController:
 
     def _annotate_deployment(self, namespace: str, digest: str, rest: Client) -> None:
         deployment = rest.get(DEPLOYMENT, namespace, self.deployment_name)
-        if deployment is None or dc.pod_template_checksum(deployment) == digest:
+        if deployment is None or decisions.pod_template_checksum(deployment) == digest:
             return
         self._patch_checksum(namespace, digest, rest)
 
@@ -478,8 +482,8 @@ class RolloutPluginsController:
         """Set the Deployment's pod-template checksum annotation (a rolling restart):
         a merge patch of that one annotation, nothing else is touched."""
         rest.patch(
-            DEPLOYMENT, namespace, self.deployment_name, dc.checksum_patch(digest),
-            content_type=MERGE_PATCH, field_manager=dc.FIELD_MANAGER,
+            DEPLOYMENT, namespace, self.deployment_name, decisions.checksum_patch(digest),
+            content_type=MERGE_PATCH, field_manager=decisions.FIELD_MANAGER,
         )
 
     def _set_condition(
@@ -499,7 +503,7 @@ class RolloutPluginsController:
         carrying the resourceVersion, so a write from a stale view is refused (409) and
         the runtime reconciles again from the newer object instead of overwriting it.
         """
-        updated = dc.updated_conditions(rm, status=status, reason=reason, message=message,
+        updated = decisions.updated_conditions(rm, status=status, reason=reason, message=message,
                                         now=datetime.now(UTC))
         if updated is None:
             return

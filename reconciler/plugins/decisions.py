@@ -126,7 +126,7 @@ Action = Literal["release", "forget", "wait", "audit", "not-owner", "sync"]
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class PassPlan:
     """What one pass over a namespace does."""
 
     mode: Mode
@@ -139,7 +139,7 @@ def plan(
     rollout_managers: Sequence[Mapping[str, Any]],
     deployment: Mapping[str, Any] | None,
     keyed: Mapping[str, Any] | None,
-) -> Plan:
+) -> PassPlan:
     """The pass over a namespace, from the cache.
 
     ``keyed`` is the RolloutManager the queued key names (None when the key is the
@@ -156,13 +156,13 @@ def plan(
     mode = namespace_mode(flag, deployment)
     owner = owner_of(rollout_managers)
     if owner is None:
-        return Plan(mode, "release" if mode == "sync" else "forget")
+        return PassPlan(mode, "release" if mode == "sync" else "forget")
     if mode != "sync":
-        return Plan(mode, "audit" if mode == "audit" else "wait", owner)
+        return PassPlan(mode, "audit" if mode == "audit" else "wait", owner)
     if (keyed is not None and not is_deleting(keyed)
             and meta_of(keyed).get("name") != meta_of(owner).get("name")):
-        return Plan(mode, "not-owner", owner)
-    return Plan(mode, "sync", owner)
+        return PassPlan(mode, "not-owner", owner)
+    return PassPlan(mode, "sync", owner)
 
 
 # --- the ConfigMap -------------------------------------------------------------------------
@@ -347,13 +347,19 @@ def not_owner_message(owner: str, namespace: str) -> str:
 
 def refusal(bad: Sequence[PluginDigest], deployment: str) -> tuple[str, str]:
     """(reason, message) when the digest pre-flight could not prove every digest."""
-    mismatch = any(d.check.outcome == "mismatch" for d in bad)
+    outcomes = {d.check.outcome for d in bad}
+    if "mismatch" in outcomes or "not-executable" not in outcomes:
+        reason = "DigestMismatch" if "mismatch" in outcomes else "DownloadFailed"
+        why = "Argo Rollouts exits at start when a plugin's digest does not match"
+    else:
+        reason = "NotExecutable"
+        why = "Argo Rollouts would fail when a Rollout or an AnalysisRun first used it"
     message = (
         "; ".join(d.describe() for d in bad)
         + f". ConfigMap {CONFIG_MAP_NAME} and Deployment \"{deployment}\" were left as they "
-        "were: Argo Rollouts exits at start when a plugin's digest does not match"
+        f"were: {why}"
     )
-    return ("DigestMismatch" if mismatch else "DownloadFailed"), message
+    return reason, message
 
 
 def rollout_note(deployment: str, namespace: str, *, exists: bool) -> str:

@@ -36,8 +36,10 @@ from urllib.parse import urlsplit
 import schemas
 from schemas.hosts import HostError, fetch_url
 
+from . import executables
+
 Fetch = Callable[[str], str]
-Outcome = Literal["verified", "mismatch", "failed"]
+Outcome = Literal["verified", "mismatch", "failed", "not-executable"]
 
 USER_AGENT = "rollgate-reconciler (plugin digest pre-flight)"
 _CHUNK = 64 * 1024
@@ -45,6 +47,10 @@ _CHUNK = 64 * 1024
 
 class DownloadError(Exception):
     """The binary could not be downloaded; ``str()`` says why, for a condition message."""
+
+
+class NotExecutable(DownloadError):
+    """Downloaded whole, but not a Linux executable for the nodes (``executables``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +154,12 @@ def https_fetcher(
     ca_file: str | None = None,
     limits: DownloadLimits | None = None,
     allow_http: bool = False,
+    arch: str | None = None,
 ) -> Fetch:
     """A ``Fetch`` that downloads over verified TLS and hashes as it reads.
+
+    With ``arch`` (amd64, arm64) a body that is not a Linux executable for it raises
+    ``NotExecutable`` once it is read whole (``executables.problem`` on its first bytes).
 
     The body is never held in memory or on disk, only hashed. Proxies come from the
     environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``), as for Argo Rollouts'
@@ -181,16 +191,21 @@ def https_fetcher(
         )
         try:
             with opener.open(request, timeout=min(limits.read_timeout, limits.timeout)) as resp:
-                return _hash_body(resp, limits, deadline)
+                digest, head = _hash_body(resp, limits, deadline)
         except DownloadError:
             raise
         except Exception as exc:  # every transport failure is a failed download
             raise DownloadError(_describe(exc)) from None
+        why = executables.problem(head, arch=arch) if arch else None
+        if why:
+            raise NotExecutable(why)
+        return digest
 
     return fetch
 
 
-def _hash_body(resp: Any, limits: DownloadLimits, deadline: float) -> str:
+def _hash_body(resp: Any, limits: DownloadLimits, deadline: float) -> tuple[str, bytes]:
+    """The body's sha256 and its first ``executables.HEADER_BYTES`` bytes."""
     length = resp.headers.get("Content-Length")
     if length and length.isdigit() and int(length) > limits.max_bytes:
         raise DownloadError(
@@ -199,6 +214,7 @@ def _hash_body(resp: Any, limits: DownloadLimits, deadline: float) -> str:
         )
     digest = hashlib.sha256()
     size = 0
+    head = b""
     # read1: whatever has arrived (up to _CHUNK), so the caps apply as bytes come in
     # rather than after a full buffer.
     while chunk := resp.read1(_CHUNK):
@@ -212,7 +228,9 @@ def _hash_body(resp: Any, limits: DownloadLimits, deadline: float) -> str:
                 f"not complete after {limits.timeout:g}s (--plugins-download-timeout)"
             )
         digest.update(chunk)
-    return digest.hexdigest()
+        if len(head) < executables.HEADER_BYTES:
+            head += chunk[:executables.HEADER_BYTES - len(head)]
+    return digest.hexdigest(), head
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +274,7 @@ class DigestVerifier:
         self._max = max_entries
         self._ttl: dict[Outcome, float] = {
             "verified": verified_ttl, "mismatch": mismatch_ttl, "failed": failure_ttl,
+            "not-executable": mismatch_ttl,
         }
         self._clock = clock
         self._lock = threading.Lock()
@@ -299,6 +318,8 @@ class DigestVerifier:
                 return hit
             try:
                 actual = self._fetch(location)
+            except NotExecutable as exc:
+                check = DigestCheck(location, expected, "not-executable", reason=str(exc))
             except DownloadError as exc:
                 check = DigestCheck(location, expected, "failed", reason=str(exc))
             else:
@@ -324,15 +345,20 @@ class PluginDigest:
         where = _fetched_as(c.location)
         if c.outcome == "mismatch":
             return (
-                f"{self.path}.sha256: the binary at {where} has sha256 {c.actual}, "
-                f"expected {c.expected}"
+                f"{self.path}.sha256: plugin {self.name}: the binary at {where} has sha256 "
+                f"{c.actual}, expected {c.expected}"
+            )
+        if c.outcome == "not-executable":
+            return (
+                f"{self.path}.location: plugin {self.name}: the file at {where} is "
+                f"{c.reason}; Argo Rollouts could not run it"
             )
         if c.outcome == "failed":
             return (
-                f"{self.path}.location: download of {where} failed: {c.reason} "
-                f"(expected sha256 {c.expected}, actual unknown)"
+                f"{self.path}.location: plugin {self.name}: download of {where} failed: "
+                f"{c.reason} (expected sha256 {c.expected}, actual unknown)"
             )
-        return f"{self.path}: sha256 {c.expected} verified"
+        return f"{self.path}: plugin {self.name}: sha256 {c.expected} verified"
 
 
 def _fetched_as(location: str) -> str:

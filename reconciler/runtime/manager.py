@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kubekit.kinds import Resource
@@ -26,16 +26,11 @@ from .events import Recorder
 from .health import HealthServer, Metrics
 from .informer import Handler, Informer
 from .leader import LeaderElector, Timings
+from .options import RuntimeOptions
 from .queue import ShutDown, WorkQueue
 from .status import Conflict
 from .types import Cache, Context, Controller, Key, Requeue, object_key
 from .watches import keys_for
-
-# A pass waits on the API server for nearly all of its time, and etcd commits concurrent
-# writes together, so a burst of promotions finishes far sooner with many passes in
-# flight than with Kargo's 4 (README, "Workers": 500 Stages at once, p50 9.5 s with 4,
-# 3.4 s with 16, 1.7 s with 32).
-DEFAULT_WORKERS = 32
 
 log = logging.getLogger("reconciler")
 
@@ -51,7 +46,7 @@ class ControllerRunner:
         self.workers = workers
         self._threads: list[threading.Thread] = []
         metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
-        metrics.register(getattr(controller, "collectors", ()))  # the feature's metrics
+        metrics.register(controller.collectors)  # the feature's metrics
 
     def keys_for(self, resource: Resource, old: Obj | None, new: Obj, cache: Cache) -> set[Key]:
         return keys_for(self.controller.watches, resource, old, new, cache)
@@ -132,7 +127,7 @@ def cache_transforms(controllers: Sequence[Controller],
     whole) otherwise, since a field one controller drops may be one another reads."""
     chosen: dict[Resource, Transform | None] = {}
     for resource in resources:
-        declared = [(getattr(c, "transforms", None) or {}).get(resource)
+        declared = [c.transforms.get(resource)
                     for c in controllers if resource in [w.resource for w in c.watches]]
         first = declared[0] if declared else None
         chosen[resource] = first if all(t is first for t in declared) else None
@@ -145,7 +140,7 @@ class Manager:
         *,
         api: Any,
         controllers: Sequence[Controller],
-        options: Mapping[str, Any],
+        options: RuntimeOptions,
     ) -> None:
         self.api = api
         self.rest = Rest(api)
@@ -153,8 +148,7 @@ class Manager:
         self.metrics = Metrics()
         self.stop = threading.Event()
         self.runners = [
-            ControllerRunner(c, metrics=self.metrics,
-                             workers=int(options.get("workers", DEFAULT_WORKERS)))
+            ControllerRunner(c, metrics=self.metrics, workers=options.workers)
             for c in controllers
         ]
         resources = watched_resources(controllers)
@@ -162,9 +156,9 @@ class Manager:
         transforms = cache_transforms(controllers, resources)
         self.stores = {r: Store(r, transforms[r]) for r in resources}
         self.cache = CacheView(self.stores)
-        self.identity = str(options.get("identity") or f"{os.uname().nodename}_{os.getpid()}")
+        self.identity = options.identity
         for c in controllers:
-            for resource, indexes in (getattr(c, "indexes", None) or {}).items():
+            for resource, indexes in c.indexes.items():
                 for index_name, func in indexes.items():
                     self.stores[resource].add_index(index_name, func)
         self.ctx = Context(
@@ -175,7 +169,7 @@ class Manager:
             options=options,
             metrics=self.metrics,
         )
-        namespaces = list(options.get("namespaces") or [])
+        namespaces = options.namespaces
         self.informers: list[Informer] = []
         for r in resources:
             scopes: Iterable[str | None] = namespaces if (r.namespaced and namespaces) else [None]
@@ -187,15 +181,15 @@ class Manager:
                         on_restart=self._restart_counter(r),
                     )
                 )
-        self.leader_elect = bool(options.get("leader_elect", True))
+        self.leader_elect = options.leader_elect
         self.elector: LeaderElector | None = None
         if self.leader_elect:
             self.elector = LeaderElector(
                 rest=self.rest,
-                namespace=str(options.get("leader_election_namespace") or "rollgate-system"),
-                name=str(options.get("leader_election_id") or "rollgate-reconciler"),
+                namespace=options.leader_election_namespace,
+                name=options.leader_election_id,
                 identity=self.identity,
-                timings=Timings.from_lease_duration(float(options.get("lease_duration", 15))),
+                timings=Timings.from_lease_duration(options.lease_duration),
                 on_started_leading=self._start_controllers,
                 on_stopped_leading=self._lost_leadership,
                 stop=self.stop,
@@ -250,7 +244,7 @@ class Manager:
         # Once at start: resync_keys may find leftovers (e.g. of objects deleted while
         # no replica was running) that no watch event will ever point at.
         self.resync()
-        period = float(self.options.get("resync_period", 300))
+        period = self.options.resync_period
         while not self.stop.wait(period):
             self.resync()
 
@@ -260,13 +254,11 @@ class Manager:
             c = runner.controller
             for obj in self.cache.list(c.primary):
                 runner.queue.add(object_key(obj))
-            extra = getattr(c, "resync_keys", None)
-            if extra is not None:
-                try:
-                    for key in extra(self.cache):
-                        runner.queue.add(key)
-                except Exception:
-                    log.exception("resync_keys failed", extra={"controller": runner.name})
+            try:
+                for key in c.resync_keys(self.cache):
+                    runner.queue.add(key)
+            except Exception:
+                log.exception("resync_keys failed", extra={"controller": runner.name})
 
     def _lost_leadership(self) -> None:
         # Another replica may already be acting: stop at once rather than finish

@@ -10,15 +10,21 @@ client.
 
 from __future__ import annotations
 
+import abc
 import builtins  # builtins.list: in the classes below, ``list`` is also a method
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
+
+from prometheus_client.registry import Collector
 
 from kubekit.kinds import Resource
 from schemas.objects import Obj, meta_of
 
+from .cache import IndexFunc, Transform
 from .health import Metrics
+from .options import RuntimeOptions
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -104,7 +110,9 @@ class Context:
     cache: Cache
     client: Client
     events: EventRecorder
-    options: Mapping[str, Any]  # parsed command-line flags, by dest name
+    # The runtime's own options (namespaces, identity...); a controller's feature options
+    # are its own, given at construction (``controllers.load``).
+    options: RuntimeOptions
     metrics: Metrics | None = None  # the runtime's; None in unit tests that do not look
 
 
@@ -124,27 +132,46 @@ class Watch:
     mapper: Mapper
 
 
-class Controller(Protocol):
-    """A controller run by the runtime; ``controllers.load`` builds it from the parsed
-    flags, so watches that depend on a flag (a resource narrowed with
-    ``Resource.named`` to a name given on the command line) are fixed at construction.
+# resource -> index name -> function, added to the cache's stores (``Cache.by_index``).
+Indexes = Mapping[Resource, Mapping[str, IndexFunc]]
+# resource -> what the cache keeps of an object (``runtime.cache``).
+Transforms = Mapping[Resource, Transform]
 
-    Optionally it also has ``indexes`` (resource -> index name -> function, added to
-    the cache's stores, see ``Cache.by_index``), ``resync_keys(cache)`` (see
-    ``reconciler.runtime``), ``collectors`` (its feature's Prometheus collectors,
-    registered with no registry; the runtime serves them on /metrics) and
-    ``transforms`` (resource -> a pure function returning what the cache keeps of an
-    object: the fields the controller reads; see ``runtime.cache``).
+
+class Controller(abc.ABC):
+    """A controller run by the runtime; every controller subclasses it.
+
+    ``controllers.load`` builds it from its feature's typed options, so watches that
+    depend on a flag (a resource narrowed with ``Resource.named`` to a name given on the
+    command line) are fixed at construction.
+
+    ``name``, ``primary`` and ``watches`` have no default: each controller sets them (on
+    the class, or in ``__init__`` when they depend on its options). The rest is declared
+    here with an empty default, so the runtime reads every member directly and a
+    controller sets only those it has.
     """
 
     name: str  # e.g. "stage-verification"; also the --controllers value
     primary: Resource
     # Every resource it reads from the cache, the primary among them.
     watches: tuple[Watch, ...]
+    # Named indexes for ``Cache.by_index``.
+    indexes: Indexes = MappingProxyType({})
+    # A pure function per resource returning what the cache keeps of an object: the
+    # fields the controller reads (README, "What the cache keeps").
+    transforms: Transforms = MappingProxyType({})
+    # The feature's Prometheus collectors, registered with no registry; the runtime
+    # registers them with its own and serves them on /metrics.
+    collectors: Sequence[Collector] = ()
 
+    def resync_keys(self, cache: Cache) -> Iterable[Key]:
+        """Keys to queue on every periodic resync besides each primary object's: e.g.
+        leftovers of deleted primaries, which no watch event points at. None here."""
+        return ()
+
+    @abc.abstractmethod
     def reconcile(self, key: Key, ctx: Context) -> None:
         """Bring the world in line for ``key``; idempotent; raise to retry."""
-        ...
 
 
 def object_key(obj: Mapping[str, Any]) -> Key:

@@ -10,7 +10,8 @@ What lives here (README, "Stage verification"):
 - ``plan``: engine mode's pure planner, ``plan(World) -> Plan``, as named steps;
 - ``anomalies``: observe mode's findings, one pure function each;
 - ``shards``: which Stages a Kargo shard holds (``--shard``, ``--default-shard``);
-- ``options``: the modes and the defaults of the feature's flags;
+- ``options``: the modes, and ``VerificationOptions``: the feature's flags, typed,
+  each with its one default;
 - ``watches``: what the two controllers watch and how a change maps to Stages;
 - ``metrics``: the feature's Prometheus metrics, served by the runtime;
 - ``engine``: the engine-mode controller (plan, then carry the plan out);

@@ -36,13 +36,14 @@ from schemas.objects import Obj, as_dict, meta_of
 
 from ..conditions import format_time
 from ..runtime.status import write_status
-from ..runtime.types import Cache, Context, Key, Watch
+from ..runtime.types import Cache, Context, Controller, Key, Watch
 from ..runtime.watches import cached_only
-from . import plan as vf
+from . import plan as planner
 from . import slim
 from .analysis_run import build_analysis_run
 from .metrics import VerificationMetrics
 from .naming import label_value, run_labels
+from .options import VerificationOptions
 from .payloads import (
     collection_id,
     current_freight,
@@ -58,7 +59,7 @@ from .watches import ENGINE_INDEXES, ENGINE_WATCHES, stage_runs
 log = logging.getLogger("reconciler.stage-verification")
 
 
-class StageVerificationController:
+class StageVerificationController(Controller):
     name = "stage-verification"
     primary = STAGE
     # Templates are read when a run is built.
@@ -71,7 +72,10 @@ class StageVerificationController:
                   ANALYSIS_TEMPLATE: slim.strip_metadata,
                   CLUSTER_ANALYSIS_TEMPLATE: slim.strip_metadata}
 
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, *, options: VerificationOptions | None = None) -> None:
+        """``options``: the feature's flags, kept as every controller keeps them; engine
+        mode reads none of them but the mode, which chose this class."""
+        self.options = options if options is not None else VerificationOptions()
         self.metrics = VerificationMetrics()
         self.collectors = self.metrics.collectors  # served by the runtime on /metrics
 
@@ -129,17 +133,17 @@ class _Pass:
     def run(self) -> None:
         ctx, key = self.ctx, self.key
         runs = stage_runs(ctx.cache, key.namespace, key.name)
-        world = vf.World(
+        world = planner.World(
             stage=self.stage,
             runs=runs,
             freight=self._freight(),
             build=self._build,
             now=format_time(dt.datetime.now(dt.UTC)),
         )
-        plan = vf.plan(world)
+        plan = planner.plan(world)
         if plan.create is not None:
             world.runs, world.blocked = self._create(plan.create, runs)
-            plan = vf.plan(world)  # now with the run (or why there is none)
+            plan = planner.plan(world)  # now with the run (or why there is none)
         if plan.conflict is not None:
             self.metrics.conflict(key.namespace, key.name)
         for terminate in plan.terminate:
@@ -160,8 +164,8 @@ class _Pass:
     # -- world -------------------------------------------------------------------
     def _freight(self) -> dict[str, Obj | None]:
         """The Freight of every collection in the history, not only the current one: a
-        run of older freight that succeeded on its own marks that older Freight too
-        (issue 19, 1b), and the planner can only mark a Freight it is given."""
+        run of older freight that succeeded on its own marks that older Freight
+        too, and the planner can only mark a Freight it is given."""
         names = {n for c in freight_history(self.stage) for n in freight_names(c)}
         return {n: self.ctx.cache.get(FREIGHT, self.key.namespace, n) for n in sorted(names)}
 
@@ -214,7 +218,7 @@ class _Pass:
                              message=f"AnalysisRun {name} started")
         return [*runs, created], {}
 
-    def _terminate(self, terminate: vf.Terminate) -> None:
+    def _terminate(self, terminate: planner.Terminate) -> None:
         body: Obj = {"spec": {"terminate": True}}
         if terminate.request is not None:
             body["metadata"] = {"annotations": {ANNOTATION_REQUEST: terminate.request}}
@@ -223,7 +227,7 @@ class _Pass:
             log.info("terminated AnalysisRun", extra={**self.where, "run": terminate.run})
 
     # -- metrics -----------------------------------------------------------------
-    def _record_finished(self, finished: vf.Finished) -> None:
+    def _record_finished(self, finished: planner.Finished) -> None:
         entry = finished.entry
         log.info("verification finished", extra={**self.where, "phase": entry.get("phase"),
                                                   "run": entry.get("id")})

@@ -29,8 +29,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from kubernetes.client.exceptions import ApiException
 
@@ -39,7 +38,7 @@ from kubekit.rest import MERGE_PATCH, is_not_found
 from schemas.objects import Obj, meta_of
 
 from ..conditions import format_time
-from ..runtime.types import Cache, Context, Key, Requeue, Watch
+from ..runtime.types import Cache, Context, Controller, Key, Requeue, Watch
 from ..runtime.watches import enqueue_self
 from .anomalies import (
     Anomaly,
@@ -51,7 +50,7 @@ from .anomalies import (
     unrecorded_run,
 )
 from .metrics import VerificationMetrics
-from .options import OBSERVE_GRACE_SECONDS, OBSERVE_LAG_SECONDS
+from .options import VerificationOptions
 from .payloads import (
     FINISHED,
     current_freight,
@@ -141,15 +140,18 @@ class _Memory:
             return {seen[0]: seen[1]}
 
 
-class VerificationObserver:
+class VerificationObserver(Controller):
     name = "stage-verification"
     indexes = INDEXES
 
-    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        options = options or {}
-        self.grace = _seconds(options, "observe_grace_seconds", OBSERVE_GRACE_SECONDS)
-        self.lag = _seconds(options, "observe_lag_seconds", OBSERVE_LAG_SECONDS)
-        self.refresh = bool(options.get("refresh_lagging"))
+    def __init__(self, *, options: VerificationOptions | None = None) -> None:
+        """Observe as the flags say (the defaults without ``options``); the shard narrows
+        the Stage watch, which is why the watches are fixed here."""
+        options = options if options is not None else VerificationOptions()
+        self.options = options
+        self.grace = options.observe_grace_seconds
+        self.lag = options.observe_lag_seconds
+        self.refresh = options.refresh_lagging
         self.shard = Shard.from_options(options)
         selector = self.shard.label_selector()
         # The Stages of the shard, by label selector where one requirement says which
@@ -159,7 +161,7 @@ class VerificationObserver:
         self.primary = self.stages
         # The mappings also note when an entry appeared and how each completion met it
         # (_stage_changed, _run_changed).
-        self.watches: tuple[Watch, ...] = (
+        self.watches = (
             Watch(self.stages, self._stage_changed), Watch(FREIGHT, stages_verifying),
             Watch(ANALYSIS_RUN, self._run_changed))
         self._clock = time.monotonic
@@ -317,7 +319,3 @@ class VerificationObserver:
         seen = self._memory.entry_seen(key, name_of(run), self._clock())
         return self._clock() - seen >= QUEUED_AFTER
 
-
-def _seconds(options: Mapping[str, Any], key: str, default: float) -> float:
-    value = options.get(key)
-    return float(value) if value is not None else default

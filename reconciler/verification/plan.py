@@ -294,7 +294,7 @@ class Progress:
 
 class _Planner:
     def __init__(self, world: World) -> None:
-        self.w = world
+        self.world = world
         self.stage = world.stage
         meta = meta_of(self.stage)
         self.name = str(meta.get("name"))
@@ -367,9 +367,9 @@ class _Planner:
 
     def _older_freight(self, names: list[str], collection: Mapping[str, Any]) -> None:
         """``verifiedIn`` of older freight follows its latest verification too: a run
-        that ended on its own after the Stage moved on (issue 19, 1b), or a Freight
-        that reached the cache only after its verification was recorded (1a, for a
-        collection that is no longer the current one)."""
+        that ended on its own after the Stage moved on, or a Freight that reached the
+        cache only after its verification was recorded (for a collection that is no
+        longer the current one)."""
         latest = verification_history(collection)[:1]
         if latest and latest[0].get("actor") == ACTOR:
             self._freight(names, latest[0])
@@ -379,16 +379,16 @@ class _Planner:
         ends like the others: a pass created it, then a SIGKILL or a refused Stage
         write (a promotion landing) lost the entry, and the Stage moved on. Without
         the entry nothing would terminate the run and its outcome would be recorded
-        nowhere (issue 19). The entry goes on top: the run is newer than any entry
+        nowhere. The entry goes on top: the run is newer than any entry
         the collection holds, as it was created after them."""
         mine = collection_id(collection)
-        for run in sorted(self.w.runs, key=run_attempt):
+        for run in sorted(self.world.runs, key=run_attempt):
             name = str(meta_of(run).get("name"))
             if is_ours(run) and run_collection(run) == mine and name not in recorded:
                 recorded.add(name)  # once, should the collection appear twice
                 entry: Obj = {"id": name, "actor": ACTOR, "phase": "Pending",
                               "startTime": str(meta_of(run).get("creationTimestamp")
-                                               or self.w.now)}
+                                               or self.world.now)}
                 collection["verificationHistory"] = push(
                     verification_history(collection), entry)
 
@@ -397,7 +397,7 @@ class _Planner:
         out by more promotions than it keeps while nothing recorded the run) is
         terminated: no entry is left to record it in, and no one would end it."""
         held = {collection_id(c) for c in self.history}
-        for run in self.w.runs:
+        for run in self.world.runs:
             if (is_ours(run) and run_collection(run) not in held and not _terminated(run)
                     and run_phase(run) not in FINISHED):
                 self.out.terminate.append(Terminate(str(meta_of(run).get("name")), None))
@@ -408,10 +408,10 @@ class _Planner:
         """How an unfinished verification of older freight ends, and its run."""
         run = self._run_for(entry)
         if run is not None and run_phase(run) in FINISHED and not _terminated(run):
-            return entry_from_run(entry, run, self.w.now), run  # it ended on its own
+            return entry_from_run(entry, run, self.world.now), run  # it ended on its own
         if run is not None and not _terminated(run) and run_phase(run) not in FINISHED:
             self.out.terminate.append(Terminate(meta_of(run)["name"], None))
-        done = finish(entry, phase="Aborted", message=f"superseded by {cid}", now=self.w.now)
+        done = finish(entry, phase="Aborted", message=f"superseded by {cid}", now=self.world.now)
         if run is not None:
             # the reference as recorded (or, for an entry written before its run, the run
             # found by its id), with the run's last phase
@@ -432,7 +432,7 @@ class _Planner:
                 self.out.terminate.append(Terminate(meta_of(run)["name"], None))
             done = finish(latest, phase="Aborted",
                           message="aborted: the verification stanza was removed from the Stage",
-                          now=self.w.now)
+                          now=self.world.now)
             current["verificationHistory"] = replace_entry(
                 as_list(current.get("verificationHistory")), done)
             self._finished(done, run)
@@ -456,7 +456,7 @@ class _Planner:
                         f"recorded by {entry.get('actor') or 'another controller (no actor)'}, "
                         "not rollgate: another verifier (Kargo's controller?) verifies this "
                         "Stage; rollgate leaves it alone")
-        for run in self.w.runs:
+        for run in self.world.runs:
             if run_collection(run) == cid and not is_ours(run):
                 return (f"AnalysisRun {meta_of(run).get('name')} for freight collection {cid} "
                         "was not created by rollgate: another verifier (Kargo's controller?) "
@@ -466,7 +466,7 @@ class _Planner:
     # -- the current freight's verification, step by step ------------------------------
     def _verify(self, current: Obj, cid: str) -> None:
         history: list[Obj] = [dict(h) for h in verification_history(current)]
-        ours = [r for r in self.w.runs if is_ours(r) and run_collection(r) == cid]
+        ours = [r for r in self.world.runs if is_ours(r) and run_collection(r) == cid]
         facts = Facts(
             current=current, cid=cid, names=freight_names(current), history=history,
             ours=ours,
@@ -489,16 +489,16 @@ class _Planner:
         latest = progress.latest
         newest = max(facts.ours, key=run_attempt, default=None)
         if newest is not None and (latest is None or run_attempt(newest) > _attempt_of(latest)):
-            return replace(progress, latest=dict(entry_from_run({}, newest, self.w.now)))
+            return replace(progress, latest=dict(entry_from_run({}, newest, self.world.now)))
         if latest is None or latest.get("phase") in FINISHED:
             return progress
         ref = run_of(latest)
         run = self.runs.get(ref or str(latest.get("id")))
         if run is not None:
-            return replace(progress, latest=dict(entry_from_run(latest, run, self.w.now)))
+            return replace(progress, latest=dict(entry_from_run(latest, run, self.world.now)))
         if ref:
             return replace(progress, latest=dict(finish(
-                latest, phase="Error", now=self.w.now,
+                latest, phase="Error", now=self.world.now,
                 message=f"AnalysisRun {ref} was deleted before it finished; set annotation "
                         f"{ANNOTATION_REVERIFY} on the Stage to verify again")))
         # the gate was waiting: start (or keep waiting for) the entry's own attempt
@@ -526,7 +526,7 @@ class _Planner:
         if run is not None and not _terminated(run):
             self.out.terminate.append(Terminate(meta_of(run)["name"], abort.raw))
         by = f" by {abort.actor}" if abort.actor else ""
-        return Progress(latest=dict(finish(latest, phase="Aborted", now=self.w.now,
+        return Progress(latest=dict(finish(latest, phase="Aborted", now=self.world.now,
                                            message=f"aborted{by} ({ANNOTATION_ABORT})")))
 
     def _reverify(self, facts: Facts, progress: Progress) -> Progress:
@@ -604,20 +604,21 @@ class _Planner:
         base: Obj = {"id": name, "actor": ACTOR}
         existing = self.runs.get(name)
         if existing is not None:
-            return dict(entry_from_run(base, existing, self.w.now))
-        if name in self.w.blocked:
-            return dict(finish(base, phase="Error", message=self.w.blocked[name], now=self.w.now))
+            return dict(entry_from_run(base, existing, self.world.now))
+        if name in self.world.blocked:
+            return dict(finish(base, phase="Error", message=self.world.blocked[name],
+                               now=self.world.now))
         if not facts.names:
-            return dict(finish(base, phase="Error", now=self.w.now,
+            return dict(finish(base, phase="Error", now=self.world.now,
                                message="freightHistory[0] lists no Freight to verify"))
         gate = waiting_for(self.stage, facts.current)
         if gate is not None:
             # A reverify waits without a new entry: the latest one stays until it starts.
             return None if request is not None else {**base, "phase": "Pending", "message": gate}
         try:
-            self.out.create = self.w.build(attempt, request)
+            self.out.create = self.world.build(attempt, request)
         except AnalysisBuildError as exc:
-            return dict(finish(base, phase="Error", now=self.w.now, message=(
+            return dict(finish(base, phase="Error", now=self.world.now, message=(
                 f"{exc}; fix the Stage or its templates (a changed Stage starts a new attempt), "
                 f"or set annotation {ANNOTATION_REVERIFY} on the Stage to retry")))
         return {**base, "phase": "Pending", "message": f"creating AnalysisRun {name}"}
@@ -627,7 +628,7 @@ class _Planner:
         (or builds one at all, or fails differently); the same result is not retried."""
         run = self._run_for(latest)
         try:
-            candidate = self.w.build(attempt, None)
+            candidate = self.world.build(attempt, None)
         except AnalysisBuildError as exc:
             return None if str(exc) in str(latest.get("message") or "") else (attempt, None)
         if run is not None and candidate.get("spec") == run.get("spec"):
@@ -642,8 +643,8 @@ class _Planner:
 
     def _handled(self, request: Request, *, aborting: bool = False) -> bool:
         """Whether a run of this Stage already carries the request (acted on once)."""
-        runs = self.w.runs if not aborting else [
-            r for r in self.w.runs if meta_of(r).get("name") == request.id]
+        runs = self.world.runs if not aborting else [
+            r for r in self.world.runs if meta_of(r).get("name") == request.id]
         return any(run_request(r) == request.raw for r in runs if is_ours(r))
 
     def _freight(self, names: list[str], latest: Mapping[str, Any]) -> None:
@@ -653,12 +654,12 @@ class _Planner:
         if phase not in ("Successful", "Failed"):
             return
         for name in names:
-            freight = self.w.freight.get(name)
+            freight = self.world.freight.get(name)
             if freight is None:
                 continue
             present = self.name in verified_in(freight)
             if phase == "Successful" and not present:
-                at = latest.get("finishTime") or self.w.now
+                at = latest.get("finishTime") or self.world.now
                 self.out.freight.append(
                     (name, {"status": {"verifiedIn": {self.name: {"verifiedAt": at}}}}))
             elif phase == "Failed" and present:
@@ -675,7 +676,7 @@ class _Planner:
         self._conditions = set_condition(
             as_list(self.status.get("conditions")), type=CONDITION, status=status,
             reason=reason, message=message, observed_generation=self.generation,
-            now=self.w.now)
+            now=self.world.now)
 
     def _drop_condition(self) -> None:
         self._conditions = [c for c in as_list(self.status.get("conditions"))

@@ -29,6 +29,8 @@ from typing import Any, Final
 
 from schemas.objects import as_dict, meta_of
 
+from .options import VerificationOptions
+
 # Kargo's api/v1alpha1 LabelKeyShard.
 LABEL_SHARD: Final = "kargo.akuity.io/shard"
 
@@ -39,9 +41,9 @@ class Shard:
     default: bool = False  # --default-shard
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> Shard:
-        return cls(name=options.get("shard") or None,
-                   default=bool(options.get("default_shard")))
+    def from_options(cls, options: VerificationOptions) -> Shard:
+        """The selection the flags make (an empty name is no name)."""
+        return cls(name=options.shard or None, default=options.default_shard)
 
     @property
     def everything(self) -> bool:

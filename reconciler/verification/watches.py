@@ -11,7 +11,7 @@ from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
 from schemas.constants import LABEL_STAGE
 from schemas.objects import Obj, as_dict, meta_of
 
-from ..runtime.types import Cache, Key, Watch
+from ..runtime.types import Cache, Indexes, Key, Watch
 from ..runtime.watches import enqueue_self
 from .naming import label_value
 from .payloads import freight_history, freight_names, run_stage, verified_in
@@ -54,7 +54,7 @@ def stages_of_freight(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
     """The Stages a Freight is verified in, and those whose freight history holds it:
     engine mode writes ``verifiedIn`` of the Freight of a finished verification, and a
     Freight that reaches the cache only after its run succeeded (the informer re-listing
-    after an API server restart or a 410) must bring its Stage back (issue 19, 1a)."""
+    after an API server restart or a 410) must bring its Stage back."""
     namespace = meta_of(freight).get("namespace") or ""
     holders = cache.by_index(STAGE, STAGES_BY_FREIGHT,
                              f"{namespace}/{meta_of(freight).get('name') or ''}")
@@ -62,11 +62,11 @@ def stages_of_freight(old: Obj | None, freight: Obj, cache: Cache) -> list[Key]:
                   | {Key(namespace, str(meta_of(h).get("name"))) for h in holders})
 
 
-INDEXES = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
+INDEXES: Indexes = {ANALYSIS_RUN: {RUNS_BY_STAGE: _index_run_by_stage}}
 # Engine mode: a Freight also maps to the Stages that hold it (stages_of_freight).
 ENGINE_WATCHES = (Watch(STAGE, enqueue_self), Watch(FREIGHT, stages_of_freight),
                   Watch(ANALYSIS_RUN, stage_of_run))
-ENGINE_INDEXES = {**INDEXES, STAGE: {STAGES_BY_FREIGHT: _index_stage_by_freight}}
+ENGINE_INDEXES: Indexes = {**INDEXES, STAGE: {STAGES_BY_FREIGHT: _index_stage_by_freight}}
 
 
 def stage_runs(cache: Cache, namespace: str, stage: str) -> list[Obj]:

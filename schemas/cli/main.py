@@ -20,7 +20,7 @@ from schemas.cli.validate import validate
 class _Parser(argparse.ArgumentParser):
     """argparse with a did-you-mean for a misspelt command or option."""
 
-    known: list[str] = []  # filled by _parser(): every command and option name
+    known: list[str] = []  # filled by parser(): every command and option name
 
     def error(self, message: str) -> NoReturn:
         hint = _suggestion(message, _Parser.known)
@@ -38,13 +38,13 @@ def _suggestion(message: str, known: list[str]) -> str | None:
     return None
 
 
-def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = _Parser(
+def parser(prog: str) -> argparse.ArgumentParser:
+    root = _Parser(
         prog=prog,
         description="Check rollgate's Stage and RolloutManager stanzas offline, and "
         "migrate spec.analysis to spec.verification.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = root.add_subparsers(dest="command", required=True, parser_class=_Parser)
     files_help = ("YAML or JSON file (multi-document; other kinds are ignored), a "
                   "directory (its .yaml, .yml and .json files), or - for stdin")
     check_files = commands.add_parser(
@@ -87,7 +87,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         option for sub in (check_files, rewrite) for action in sub._actions
         for option in action.option_strings if option.startswith("--")
     ]
-    return parser
+    return root
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m schemas") -> int:
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m schemas") 
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    args = _parser(prog).parse_args(argv)
+    args = parser(prog).parse_args(argv)
     if args.command == "migrate":
         return migrate(args.files, write=args.write, recursive=args.recursive,
                        out=sys.stdout, err=sys.stderr)

@@ -1,7 +1,8 @@
 """One object against its CRD's OpenAPI v3 schema, in the API server's order and words.
 
 What the API server does with a create or an apply of a custom resource, as far as the
-schema decides it (kube-apiserver v1.35, tried against it: tests/e2e/test_crd_verdicts.py):
+schema decides it (kube-apiserver v1.35, tried against it:
+tests/e2e/admission/test_crd_verdicts.py):
 
 1. strict decoding: every field the schema does not declare is an error, anywhere
    (``unknown field "spec.promotionMechanisms"``), ``status`` included, unless

@@ -1,6 +1,6 @@
 """Broken and oversized request bodies get a plain 4xx that the client can read, with
 ``Connection: close`` and the connection closed where the client can see it; never a
-500 or a stack trace (issue 11: malformed chunked bodies answered 500 and logged a
+500 or a stack trace (before: malformed chunked bodies answered 500 and logged a
 traceback; the 413 said keep-alive and was lost to a client that sent its whole body
 first)."""
 
@@ -10,7 +10,8 @@ import contextlib
 import threading
 
 import pytest
-from chaoskit import NORMAL_REVIEW, closed_by_server, probing, read_response, until_probed
+
+from harness.kits.chaos import NORMAL_REVIEW, closed_by_server, probing, read_response, until_probed
 
 LIMIT = 8 * 1024 * 1024
 HEAD = b"POST /validate/stages HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"

@@ -1,5 +1,5 @@
 """A flood of idle keep-alive connections past the cap: the oldest idle ones are
-closed to make room, so new clients are still served (issue 11: 2,100 idle
+closed to make room, so new clients are still served (before: 2,100 idle
 connections made every new client time out in the handshake for 75 s)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import chaoskit
 import pytest
-from chaoskit import MAX_CONNECTIONS, probing, read_response
+
+from harness.kits import chaos
+from harness.kits.chaos import MAX_CONNECTIONS, probing, read_response
 
 # One worker process: with several, the kernel spreads the connections over them
 # unevenly (under load very unevenly), and which connection a worker saw first is not
@@ -21,12 +22,12 @@ FLOOD = 3 * MAX_CONNECTIONS  # three times what the server holds
 
 
 @pytest.fixture(scope="module")
-def one_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[chaoskit.Server]:
-    with chaoskit.serve(Path(tmp_path_factory.mktemp("flood")), workers=1) as running:
+def one_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[chaos.Server]:
+    with chaos.serve(Path(tmp_path_factory.mktemp("flood")), workers=1) as running:
         yield running
 
 
-def _idle_keepalive(webhook) -> ssl.SSLSocket:
+def _idle_keepalive(webhook: chaos.Server) -> ssl.SSLSocket:
     """A connection that made one request and now idles, kept alive (as the API
     server's pooled connections do)."""
     sock = webhook.tls()

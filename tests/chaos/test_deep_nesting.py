@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from chaoskit import probing, until_probed
+from harness.kits.chaos import probing, until_probed
 
 STAGE = {
     "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
@@ -43,7 +43,8 @@ def _answer(conn, depth: int) -> str:
     assert status["code"] == 422, (depth, status)  # never the 500 fault
     fields = [c["field"] for c in status["details"]["causes"] if c["field"]]
     assert fields and fields[0].startswith("spec.analysis.args[0].value"), fields
-    return status["message"]
+    message: str = status["message"]
+    return message
 
 
 def test_deep_values_are_denied_or_refused_never_a_fault(webhook):

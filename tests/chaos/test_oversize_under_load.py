@@ -1,5 +1,5 @@
 """Oversized bodies from several clients at once, while normal reviews flow: every one
-gets its readable 413, and every review its answer (issue 19, item 4: under load, 4 of
+gets its readable 413, and every review its answer (under load, 4 of
 57 bodies over 8 MiB sent whole with ``Content-Length`` got a TLS EOF instead of the
 413 the README promises).
 
@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 
-from chaoskit import probing, read_response
+from harness.kits.chaos import probing, read_response
 
 LIMIT = 8 * 1024 * 1024
 HEAD = b"POST /validate/stages HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\n"

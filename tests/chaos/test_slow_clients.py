@@ -1,5 +1,5 @@
 """Clients that send slowly or stop halfway: each is cut at the request deadline, and
-none of them keeps a normal review from being answered meanwhile (issue 11: 8
+none of them keeps a normal review from being answered meanwhile (before: 8
 trickling connections used to stop the webhook answering altogether)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from chaoskit import (
+from harness.kits.chaos import (
     NORMAL_REVIEW,
     REQUEST_TIMEOUT,
     THREADS,
@@ -59,7 +59,7 @@ def _run_tricklers(webhook, attack: str, prefix: bytes, rest: bytes) -> None:
         for t in threads:
             t.join(5)
         assert len(socks) == SLOW_CLIENTS
-        statuses = []
+        statuses: list[int | None] = []
         for sock in socks:
             try:
                 statuses.append(read_response(sock)[0])

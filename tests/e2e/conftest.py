@@ -1,22 +1,26 @@
-"""Fixtures for tests against the real control plane (hack/controlplane.py).
+"""Fixtures for tests against the real control plane (harness.plane).
 
-One control plane per session (etcd, kube-apiserver, kube-controller-manager and the
-webhook, registered by URL), always stopped at the end. Missing binaries FAIL the
-tests with the command that builds them: an e2e test never skips itself.
+One control plane per session (etcd, kube-apiserver, kube-controller-manager) with
+rollgate on the host (its RBAC and its webhook, registered by URL), always stopped at
+the end. Missing binaries FAIL the tests with the command that builds them: an e2e
+test never skips itself.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import controlplane
 import pytest
-from plane_kit import fresh_namespace, running_plane
-from verification_kit import Cluster, MetricServer, metric_server, verdict_template
+
+from harness.host_rollgate import HostRollgate
+from harness.kits.plane import fresh_namespace, rollgate_on, running_plane
+from harness.kits.verification import Cluster, MetricServer, metric_server, verdict_template
+from harness.plane import ControlPlane
+from harness.process import ManagedProcess
+from harness.upstream import rollouts
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -29,33 +33,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
-    # verbose: start-up timings and harness notes land in the captured output of the
-    # first test, which pytest shows when something fails.
+def session_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ControlPlane, HostRollgate]]:
+    """The session's plane with rollgate's RBAC and webhook on it (reconcilers: per
+    test). verbose: start-up timings and harness notes land in the captured output of
+    the first test, which pytest shows when something fails."""
     with running_plane(tmp_path_factory.mktemp("controlplane"), verbose=True) as plane:
-        yield plane
+        yield plane, rollgate_on(plane)
+
+
+@pytest.fixture(scope="session")
+def control_plane(session_plane: tuple[ControlPlane, HostRollgate]) -> ControlPlane:
+    return session_plane[0]
+
+
+@pytest.fixture(scope="session")
+def rollgate(session_plane: tuple[ControlPlane, HostRollgate]) -> HostRollgate:
+    return session_plane[1]
 
 
 @pytest.fixture
-def kubectl(control_plane: controlplane.ControlPlane) -> Kubectl:
+def kubectl(control_plane: ControlPlane) -> Kubectl:
     return control_plane.kubectl
 
 
 @pytest.fixture
-def namespace(control_plane: controlplane.ControlPlane) -> Iterator[str]:
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
     """A fresh namespace per test."""
     with fresh_namespace(control_plane) as name:
         yield name
 
 
 @pytest.fixture
-def get_json(kubectl: Kubectl) -> Callable[..., dict[str, Any]]:
+def get_json(control_plane: ControlPlane) -> Callable[..., dict[str, Any]]:
     """``kubectl get -o json`` of one object, as a dict."""
-
-    def _get(*args: str) -> dict[str, Any]:
-        return json.loads(kubectl("get", *args, "-o", "json").stdout)
-
-    return _get
+    return control_plane.get_json
 
 
 @pytest.fixture(scope="module")
@@ -67,19 +80,19 @@ def metrics() -> Iterator[MetricServer]:
 
 @pytest.fixture(scope="module")
 def argo_rollouts(
-    control_plane: controlplane.ControlPlane, request: pytest.FixtureRequest
-) -> Iterator[Any]:
+    control_plane: ControlPlane, request: pytest.FixtureRequest
+) -> Iterator[ManagedProcess]:
     """The real Argo Rollouts controller (AnalysisRuns only), all namespaces, one per
     module."""
     module = request.module.__name__.rpartition(".")[2].removeprefix("test_")
-    proc = control_plane.start_rollouts_controller(name=f"rollouts-controller-{module}")
+    proc = rollouts.run_on(control_plane, name=f"rollouts-controller-{module}")
     yield proc
     control_plane.stop_process(proc)
 
 
 @pytest.fixture
-def cluster(control_plane: controlplane.ControlPlane, namespace: str, metrics: MetricServer,
-            argo_rollouts: Any) -> Cluster:
+def cluster(control_plane: ControlPlane, namespace: str, metrics: MetricServer,
+            argo_rollouts: ManagedProcess) -> Cluster:
     """A namespace with the verification tests' templates and two Freight."""
     c = Cluster(control_plane, namespace)
     c.apply(verdict_template(metrics.url))

@@ -1,25 +1,27 @@
 """Fixtures for the fault suites: a control plane of their own (they restart its API
-server and etcd, which must not disturb the e2e tests' shared plane), a namespace per
-test, and the report of defects and recovery times printed at the end of the run.
+server and etcd, which must not disturb the e2e tests' shared plane) with rollgate's
+RBAC but no webhook (the faults are the reconciler's; fewer processes on a busy
+machine), a namespace per test, and the report of defects and recovery times printed
+at the end of the run.
 
-The bounds come from environment variables (faultkit.py; README "make faults"): the
-defaults are the short version `make test` runs, `make faults` sets the long one.
+The bounds come from environment variables (harness/kits/fault_suites.py; README "make
+faults"): the defaults are the short version `make test` runs, `make faults` sets the
+long one.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "e2e")]
+from harness.host_rollgate import HostRollgate
+from harness.kits import fault_suites
+from harness.kits.plane import fresh_namespace, rollgate_on, running_plane
+from harness.plane import ControlPlane
 
-import controlplane  # noqa: E402
-import faultkit  # noqa: E402
-from plane_kit import fresh_namespace, running_plane  # noqa: E402
+HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -29,24 +31,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
-    """No webhook: the faults are the reconciler's; fewer processes on a busy machine."""
-    with running_plane(tmp_path_factory.mktemp("faults"), with_webhook=False) as started:
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    with running_plane(tmp_path_factory.mktemp("faults")) as started:
         yield started
 
 
+@pytest.fixture(scope="session")
+def rollgate(plane: ControlPlane) -> HostRollgate:
+    return rollgate_on(plane, webhook=False)
+
+
 @pytest.fixture
-def namespace(plane: controlplane.ControlPlane) -> Iterator[str]:
+def namespace(plane: ControlPlane) -> Iterator[str]:
     with fresh_namespace(plane) as name:
         yield name
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not faultkit.REPORT:
+    if not fault_suites.REPORT:
         return
     terminalreporter.section(
-        f"faults (seed {faultkit.SEED}, kills {faultkit.KILLS}, restarts "
-        f"{faultkit.RESTARTS}, downtime {faultkit.DOWNTIME:g}s, back-off outage "
-        f"{faultkit.OUTAGE:g}s)")
-    for line in faultkit.REPORT:
+        f"faults (seed {fault_suites.SEED}, kills {fault_suites.KILLS}, restarts "
+        f"{fault_suites.RESTARTS}, downtime {fault_suites.DOWNTIME:g}s, back-off outage "
+        f"{fault_suites.OUTAGE:g}s)")
+    for line in fault_suites.REPORT:
         terminalreporter.write_line(line)

@@ -1,7 +1,7 @@
-"""The informers' back-off starts afresh after each outage (issue 19, item 3).
+"""The informers' back-off starts afresh after each outage.
 
 The API server is restarted five times in a row under a running reconciler (engine
-mode), down ``ROLLGATE_FAULT_OUTAGE`` seconds each time (README "make faults"). What a
+mode), down ``ROLLGATE_FAULT_OUTAGE`` seconds each time (README "Fault suites"). What a
 user sees is the reconciler's log: every failed list/watch logs
 ``retrying in <s>`` with the fields ``informer``, ``failures`` and ``retry_in``. Had an
 informer's failure count survived the previous recovery, its first retry in the next
@@ -19,25 +19,27 @@ import functools
 import time
 from typing import Any
 
-import controlplane
-import faultkit
-from verification_kit import wait_for
-
+from harness import faults
+from harness.host_rollgate import HostRollgate
+from harness.kits import fault_suites
+from harness.plane import ControlPlane
+from harness.process import ManagedProcess, log_offset
 from reconciler.runtime.backoff import backoff_delay
 from reconciler.runtime.informer import RETRY_BASE, RETRY_CAP
+from testkit.waits import wait_for
 
 OUTAGES = 5
 # The first retry's delay at most: the initial delay with the full +20 % jitter.
 FIRST = backoff_delay(1, base=RETRY_BASE, cap=RETRY_CAP, rand=lambda: 1.0)
 
 
-def _outage_lines(proc: controlplane.ManagedProcess, offset: int) -> tuple[
+def _outage_lines(proc: ManagedProcess, offset: int) -> tuple[
         dict[str, dict[str, Any]], set[str]]:
     """(informer -> its first failed-retry line, informers that were answered again)
     in the log since ``offset``."""
     first: dict[str, dict[str, Any]] = {}
     answered: set[str] = set()
-    for line in faultkit.log_lines(proc.log_path, offset):
+    for line in fault_suites.log_lines(proc.log_path, offset):
         if "retry_in" in line:
             first.setdefault(str(line.get("informer")), line)
         elif line.get("msg") == "list/watch answered again":
@@ -45,25 +47,25 @@ def _outage_lines(proc: controlplane.ManagedProcess, offset: int) -> tuple[
     return first, answered
 
 
-def _all_answered(proc: controlplane.ManagedProcess,
+def _all_answered(proc: ManagedProcess,
                   offset: int) -> dict[str, dict[str, Any]] | None:
     first, answered = _outage_lines(proc, offset)
     return first if first and set(first) <= answered else None
 
 
-def test_each_outage_is_retried_from_the_initial_delay(plane: controlplane.ControlPlane,
-                                                       namespace: str) -> None:
-    api = faultkit.setup_namespace(plane, namespace, ["canary"])
-    probe = faultkit.Probe(api)
-    proc = faultkit.start_reconciler(plane, namespace, name="faults-backoff")
+def test_each_outage_is_retried_from_the_initial_delay(
+        plane: ControlPlane, namespace: str, rollgate: HostRollgate) -> None:
+    api = fault_suites.setup_namespace(plane, namespace, ["canary"])
+    probe = fault_suites.Probe(api)
+    proc = fault_suites.start_reconciler(rollgate, namespace, name="faults-backoff")
     recoveries: list[float] = []
     all_back: list[float] = []
     late: list[str] = []
     try:
         probe()  # working before the first outage
         for outage in range(1, OUTAGES + 1):
-            offset = controlplane.log_offset(proc.log_path)
-            plane.restart("kube-apiserver", downtime=faultkit.OUTAGE)
+            offset = log_offset(proc.log_path)
+            faults.restart(plane, "kube-apiserver", downtime=fault_suites.OUTAGE)
             ready = time.monotonic()
             recoveries.append(probe())
             # Every informer that failed is answered again before the next outage, so
@@ -76,8 +78,9 @@ def test_each_outage_is_retried_from_the_initial_delay(plane: controlplane.Contr
                      if line["failures"] != 1 or float(line["retry_in"]) > FIRST]
     finally:
         plane.stop_process(proc)
-    faultkit.REPORT.append(f"back-off: {OUTAGES} API server restarts, "
-                           f"{faultkit.OUTAGE:g}s down each")
-    faultkit.REPORT.append(f"  ready -> new run: {faultkit.summary(recoveries)}")
-    faultkit.REPORT.append(f"  ready -> every informer answered: {faultkit.summary(all_back)}")
+    fault_suites.REPORT.append(f"back-off: {OUTAGES} API server restarts, "
+                           f"{fault_suites.OUTAGE:g}s down each")
+    fault_suites.REPORT.append(f"  ready -> new run: {fault_suites.summary(recoveries)}")
+    fault_suites.REPORT.append(
+        f"  ready -> every informer answered: {fault_suites.summary(all_back)}")
     assert not late, "\n".join(late)

@@ -1,8 +1,8 @@
 """SIGKILL the reconciler (engine mode) at random points while Stages are promoted and
-their runs move, then check that nothing was lost or left running (issue 19).
+their runs move, then check that nothing was lost or left running.
 
-After ``ROLLGATE_FAULT_KILLS`` kills (README "make faults") the cluster is settled
-(every run ended, every late Freight created) and checked with tests/invariants.py:
+After ``ROLLGATE_FAULT_KILLS`` kills (README "Fault suites") the cluster is settled
+(every run ended, every late Freight created) and checked with support/testkit/invariants.py:
 no duplicate run, no entry whose phase differs from its run's, no missing or false
 ``verifiedIn``, no run left running, no run recorded nowhere. Each kill is followed by
 a fresh promotion of a Stage nothing else touches; the seconds until its run exists
@@ -14,32 +14,33 @@ from __future__ import annotations
 import random
 import time
 
-import controlplane
-import faultkit
+from harness.host_rollgate import HostRollgate
+from harness.kits import fault_suites
+from harness.plane import ControlPlane
 
 STAGES = ["s0", "s1", "s2", "s3"]
 
 
-def test_sigkill_during_promotions_loses_nothing(plane: controlplane.ControlPlane,
-                                                 namespace: str) -> None:
-    rng = random.Random(faultkit.SEED)
-    api = faultkit.setup_namespace(plane, namespace, [*STAGES, "canary"])
-    probe = faultkit.Probe(api)
-    proc = faultkit.start_reconciler(plane, namespace, name="faults-sigkill")
-    driver = faultkit.Driver(api, STAGES, rng)
+def test_sigkill_during_promotions_loses_nothing(
+        plane: ControlPlane, namespace: str, rollgate: HostRollgate) -> None:
+    rng = random.Random(fault_suites.SEED)
+    api = fault_suites.setup_namespace(plane, namespace, [*STAGES, "canary"])
+    probe = fault_suites.Probe(api)
+    proc = fault_suites.start_reconciler(rollgate, namespace, name="faults-sigkill")
+    driver = fault_suites.Driver(api, STAGES, rng)
     driver.start()
     recoveries: list[float] = []
     try:
-        for _ in range(faultkit.KILLS):
+        for _ in range(fault_suites.KILLS):
             time.sleep(rng.uniform(0.2, 2.0))  # a random point of the promotions
-            faultkit.sigkill(plane, proc)
-            proc = faultkit.start_reconciler(plane, namespace, name="faults-sigkill",
+            fault_suites.sigkill(plane, proc)
+            proc = fault_suites.start_reconciler(rollgate, namespace, name="faults-sigkill",
                                              wait=False)
             recoveries.append(probe())  # kill -> the restarted reconciler's first run
         driver.stop()
-        states = faultkit.settle(api, driver)
+        states = fault_suites.settle(api, driver)
     finally:
         driver.stop()
         plane.stop_process(proc)
-    faultkit.check(f"SIGKILL x{faultkit.KILLS} ({driver.promotions} promotions)", states,
+    fault_suites.check(f"SIGKILL x{fault_suites.KILLS} ({driver.promotions} promotions)", states,
                    {"kill -> new run": recoveries})

@@ -6,9 +6,7 @@ hands to the checks), not for the Kubernetes API.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +14,6 @@ from flask.testing import FlaskClient
 
 import webhook
 from webhook.config import Lookups, WebhookConfig
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 Post = Callable[..., Any]
 
@@ -46,6 +42,7 @@ def post(client: FlaskClient) -> Post:
         data = resp.get_json()
         assert data["apiVersion"] == "admission.k8s.io/v1"
         assert data["kind"] == "AdmissionReview"
-        return data["response"]
+        response: dict[str, Any] = data["response"]
+        return response
 
     return do

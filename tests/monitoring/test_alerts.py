@@ -1,7 +1,7 @@
 """The alerts and the dashboard as files: promtool checks and unit-tests every alert
 (tests/monitoring/alerts_test.yaml), the kustomize PrometheusRule carries the same
 groups as the chart's file, and the dashboard is well formed. That every metric they
-query is exported by the running processes is tests/e2e/test_monitoring.py."""
+query is exported by the running processes is tests/e2e/install/test_monitoring.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import chart
 import pytest
 import yaml
+
+from harness import chart
 
 HERE = Path(__file__).parent
 UNIT_TESTS = HERE / "alerts_test.yaml"

@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "kubekit", "webhook", "reconciler", "certs", "rollgate")
+from testkit.paths import REPO_ROOT
+
+# Every root package of the contracts, and where it lives in this repository.
+PACKAGES = {name: REPO_ROOT / name for name in (
+    "schemas", "kubekit", "webhook", "reconciler", "certs", "rollgate", "tests", "bench")}
+PACKAGES.update({name: REPO_ROOT / "support" / name for name in ("harness", "testkit")})
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # contract name's start -> (module file, the import that breaks it)
 VIOLATIONS = {
@@ -30,11 +34,21 @@ VIOLATIONS = {
                                                   "import reconciler.verification"),
     "schemas.cli (the CLI": ("schemas/stage.py", "import schemas.cli"),
     "webhook decisions never import": ("webhook/admission.py", "import flask"),
+    "the product imports no support code": ("schemas/stage.py", "import testkit"),
+    "testkit (builders, shapes, waits, the fake API) starts nothing": (
+        "testkit/waits.py", "import harness.plane"),
+    "the harness imports no test": ("harness/chart.py", "import tests"),
+    "unit and HTTP tests start nothing": ("tests/unit/schemas/test_corpus.py",
+                                          "import harness.plane"),
+    "benchmarks use the harness and the kit, never a test": ("bench/stats.py", "import tests"),
+    "the harness's core plane knows nothing": ("harness/plane.py", "import harness.node"),
+    "the harness's parts know none of its compositions": ("harness/node/cluster.py",
+                                                          "import harness.kits"),
 }
 
 
 def contract_names() -> list[str]:
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     return [c["name"] for c in config["tool"]["importlinter"]["contracts"]]
 
 
@@ -49,10 +63,9 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("layering")
-    for package in PACKAGES:
-        shutil.copytree(REPO / package, root / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    for package, source in PACKAGES.items():
+        shutil.copytree(source, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
     return root
 
 

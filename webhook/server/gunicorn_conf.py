@@ -63,8 +63,22 @@ def ssl_context(conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLCont
     if holder is None:
         holder = _contexts.setdefault(
             key, ReloadingContext(certfile=conf.certfile, keyfile=conf.keyfile,
-                                  factory=factory))
+                                  factory=factory, on_load=_record_certificate))
     return holder.get(factory)
+
+
+def _record_certificate(certfile: str) -> None:
+    # Imported here: prometheus-client must not be imported before python -m webhook
+    # has set PROMETHEUS_MULTIPROC_DIR (webhook/__init__.py).
+    from webhook import metrics
+
+    metrics.record_certificate(certfile)
+
+
+def post_worker_init(worker: Any) -> None:
+    """The certificate's notAfter on /metrics from a worker's start, before its first
+    connection loads the TLS context."""
+    _record_certificate(worker.cfg.certfile)
 
 
 def child_exit(server: Any, worker: Any) -> None:
@@ -95,6 +109,7 @@ def settings(*, bind: str, certfile: str, keyfile: str, workers: int = 2, thread
         "keyfile": keyfile,
         "ssl_context": ssl_context,
         "child_exit": child_exit,
+        "post_worker_init": post_worker_init,
         "logger_class": GunicornJsonLogger,
         "loglevel": log_level,
         "accesslog": None,

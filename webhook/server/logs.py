@@ -9,8 +9,10 @@ from typing import Any
 from gunicorn import glogging
 
 # One formatter for both processes, so one log query works across the webhook and the
-# reconciler: ts, level, logger, msg, every extra= field, and error for a traceback.
-from kubekit.logs import JsonFormatter, setup
+# reconciler: ts, level, logger, msg, every extra= field, and error for a traceback
+# (re-exported by name: tests/unit/webhook/test_logs.py checks it is the one).
+from kubekit.logs import JsonFormatter as JsonFormatter
+from kubekit.logs import setup
 
 
 def configure(*, level: str = "INFO") -> None:

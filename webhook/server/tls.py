@@ -11,11 +11,15 @@ and the next connection tries again.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import ssl
 import threading
 from collections.abc import Callable
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 log = logging.getLogger("rollgate.webhook.tls")
 
@@ -44,14 +48,43 @@ def harden(context: ssl.SSLContext) -> ssl.SSLContext:
     return context
 
 
+def pair_problem(cert_pem: bytes, key_pem: bytes) -> str | None:
+    """Why a certificate and key cannot serve together (unparsable, or the key is not
+    the certificate's), else None."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return "the certificate file holds no PEM certificate"
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except (ValueError, TypeError):
+        return "the key file holds no unencrypted PEM private key"
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if (key.public_key().public_bytes(serialization.Encoding.DER, public)
+            != cert.public_key().public_bytes(serialization.Encoding.DER, public)):
+        return ("the key is not the certificate's: they come from different "
+                "generations (regenerate both, or fix the Secret)")
+    return None
+
+
+def expired_at(cert_pem: bytes, now: dt.datetime) -> dt.datetime | None:
+    """The certificate's notAfter when it is already past at ``now``, else None."""
+    not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
+    return not_after if not_after <= now else None
+
+
 class ReloadingContext:
     """Returns the current SSLContext for ``certfile``/``keyfile``, rebuilt on change."""
 
     def __init__(self, *, certfile: str, keyfile: str,
-                 factory: Callable[[], ssl.SSLContext] | None = None) -> None:
+                 factory: Callable[[], ssl.SSLContext] | None = None,
+                 on_load: Callable[[str], None] | None = None) -> None:
+        """``on_load`` is called with the certificate file after each (re)load that took
+        (the webhook records the certificate's notAfter there)."""
         self._certfile = certfile
         self._keyfile = keyfile
         self._factory = factory or self._default_factory
+        self._on_load = on_load
         self._lock = threading.Lock()
         self._stamps: tuple[FileStamp, FileStamp] | None = None
         self._context: ssl.SSLContext | None = None
@@ -82,4 +115,6 @@ class ReloadingContext:
             if self._context is not None:
                 log.info("certificate reloaded", extra={"certfile": self._certfile})
             self._context, self._stamps = context, stamps
+            if self._on_load is not None:
+                self._on_load(self._certfile)
             return context

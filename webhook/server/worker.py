@@ -27,7 +27,7 @@ rules (README "Hostile and broken clients"):
   ``linger_max_seconds`` in all. Closing earlier, with the client's bytes unread, makes
   the kernel reset the connection, and a client still sending its body then never
   reads the answer: a fixed 5 s from the 413 cut every client that needed longer to
-  send its body, such as one on a loaded machine (issue 19: a TLS EOF instead of the
+  send its body, such as one on a loaded machine (it saw a TLS EOF instead of the
   413).
 - **Bytes held by the loop are budgeted** (``buffer_budget`` per worker): when the
   requests being received would together exceed it, the one holding the most is
@@ -37,6 +37,15 @@ A request handed to a thread is parsed by gunicorn from memory (:class:`BufferUn
 its socket is never read by the thread), so gunicorn's own checks and the WSGI app run
 unchanged. Closing after a ``Connection: close`` answer (gunicorn's "graceful close",
 which waits for the client in the loop's thread) is done without blocking here too.
+
+gunicorn internals: this worker overrides and uses parts of gthread and of gunicorn's
+HTTP parser that are not the interface of a gunicorn worker (``base.Worker``'s ``cfg``,
+``log``, ``alive``, ``init_process``, ``run``). They are named in one place,
+:data:`GTHREAD_INTERNALS` and the tuples after it, and tested against gunicorn 27.0.x
+(the declared minimum, by ``make test-minimums``) and the version in requirements.lock.
+tests/unit/webhook/test_gthread_internals.py checks that each exists in the installed
+gunicorn, so a gunicorn that renamed one fails a test instead of the webhook at start
+(or, for a hook, instead of an override gunicorn silently no longer calls).
 """
 
 from __future__ import annotations
@@ -56,11 +65,7 @@ from typing import Any, cast
 from gunicorn import http
 from gunicorn import sock as gsock
 from gunicorn.http.unreader import Unreader
-from gunicorn.workers.gthread import (  # type: ignore[attr-defined]
-    STOP_KEEPALIVE_LINGER,  # in gunicorn 27; the stubs (types-gunicorn 26.x) predate it
-    TConn,
-    ThreadWorker,
-)
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook.config import MAX_BODY_BYTES
 from webhook.server.framing import Complete, Framer, Refuse
@@ -71,6 +76,31 @@ RECV_BYTES = 256 * 1024
 SWEEP_SECONDS = 0.25  # how often deadlines are checked (the loop wakes at least every 1 s)
 REPORT_SECONDS = 60.0  # how often a summary of connections the worker cut is logged
 GRACEFUL_DRAIN_BYTES = 64 * 1024  # what gunicorn's graceful close drains, too
+
+# The gunicorn internals this worker relies on (see the module docstring). On
+# gunicorn.workers.gthread.ThreadWorker: first the hooks overridden here, which gthread's
+# event loop calls, then what is used as gthread has it.
+GTHREAD_INTERNALS = (
+    "accept",  # the loop's callback for a listening socket
+    "handle_request",  # a thread serves one parsed request (WSGI)
+    "finish_request",  # the loop gets a connection back from its thread
+    "murder_keepalived",  # after each turn of the loop; force=True at exit
+    "murder_pending",  # after each turn of the loop (gthread's deferred connections)
+    "_cap_keepalive",  # at SIGTERM (since gunicorn 27.0.1; 27.0.0 never calls it)
+    "handle",  # the thread's part: skips its wait when data_ready, init when initialized
+    "enqueue_req",  # hands a connection to a thread; its result comes back through...
+    "method_queue",  # ...this queue, so finish_request runs on the loop's thread
+    "poller",  # the loop's selector: connections are registered with their callback
+    "nr_conns",  # connections open, which gthread compares with worker_connections
+)
+# On gunicorn.workers.gthread.TConn (every connection here is a Conn, a TConn).
+TCONN_INTERNALS = ("sock", "client", "parser", "initialized", "data_ready", "close")
+# On gunicorn.http.unreader.Unreader (BufferUnreader's base; ``chunk`` is overridden).
+UNREADER_INTERNALS = ("chunk", "buf", "unread", "take_buffered")
+# On the parser gunicorn.http.get_parser returns: set to a BufferUnreader (``_start_http``).
+PARSER_INTERNALS = ("unreader",)
+# On gunicorn.http.message.Request (see ``handle_request``).
+REQUEST_INTERNALS = ("_expected_100_continue",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +116,9 @@ class Limits:
     linger_seconds: float = 5.0
     linger_max_seconds: float = 60.0
     max_drain_bytes: int = 64 * 1024 * 1024
+    # After SIGTERM: how long a kept-alive connection stays open for the client's next
+    # request, which is answered with "Connection: close" (see ``_cap_keepalive``).
+    stop_linger_seconds: float = 8.0
 
 
 class BufferUnreader(Unreader):
@@ -264,7 +297,7 @@ class WebhookWorker(ThreadWorker):
             now = time.monotonic()
             expiry = now + self.cfg.keepalive
             if not self.alive:
-                expiry = min(expiry, now + STOP_KEEPALIVE_LINGER)
+                expiry = min(expiry, now + self.limits.stop_linger_seconds)
             self._hold(conn, IDLE, expiry)
             self._watch(conn, READ)
             # Bytes of a next request may already be here: read ahead by gunicorn, or
@@ -306,8 +339,19 @@ class WebhookWorker(ThreadWorker):
         """gthread's pending connections are not used: the loop holds them itself."""
 
     def _cap_keepalive(self, deadline: float) -> None:
+        """At SIGTERM: keep idle kept-alive connections for ``stop_linger_seconds``, not
+        gunicorn's 2 s (``deadline``).
+
+        The API server pools connections and reuses the most recently used first, so a
+        stopping pod's connections keep getting requests; each is answered with
+        ``Connection: close`` and then closed by the client's reading of it. Closing an
+        idle one ourselves can cross a request the client is already writing on it, a
+        failed admission call; the longer they stay, the fewer are closed that way.
+        """
+        del deadline
+        until = time.monotonic() + self.limits.stop_linger_seconds
         for conn in self._held[IDLE]:
-            conn.deadline = min(conn.deadline, deadline)
+            conn.deadline = min(conn.deadline, until)
 
     # ------------------------------------------------------------ the loop's work
 

@@ -17,8 +17,37 @@ app.kubernetes.io/component: reconciler
 {{ include "rollgate.labels" . }}
 {{- end }}
 
+{{/* The image; an empty image.tag is the chart's appVersion. */}}
 {{- define "rollgate.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* A pod template's labels: the selector label (name) and part-of, which win over
+podLabels. (dict "name" <app.kubernetes.io/name> "extra" <podLabels>) */}}
+{{- define "rollgate.podLabels" -}}
+{{- $own := dict "app.kubernetes.io/name" .name "app.kubernetes.io/part-of" "rollgate" -}}
+{{- toYaml (merge $own (.extra | default dict)) }}
+{{- end }}
+
+{{/* topologySpreadConstraints; one without labelSelector selects the pods' own name.
+(dict "name" <app.kubernetes.io/name> "constraints" <list>) */}}
+{{- define "rollgate.topologySpread" -}}
+{{- $out := list -}}
+{{- range .constraints -}}
+{{- $c := deepCopy . -}}
+{{- if not (hasKey $c "labelSelector") -}}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/name" $.name)) -}}
+{{- end -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- toYaml $out }}
+{{- end }}
+
+{{/* A probe's timing values (periodSeconds, timeoutSeconds, failureThreshold). */}}
+{{- define "rollgate.probeTiming" -}}
+periodSeconds: {{ .periodSeconds }}
+timeoutSeconds: {{ .timeoutSeconds }}
+failureThreshold: {{ .failureThreshold }}
 {{- end }}
 
 {{/* A flag with a value, only when the value is set (null: the process's default). */}}
@@ -30,7 +59,7 @@ app.kubernetes.io/component: reconciler
 {{- end }}
 {{- end }}
 
-{{/* The webhook's args: README, "Webhook (python -m webhook)". */}}
+{{/* The webhook's args: README, "Webhook". */}}
 {{- define "rollgate.webhookArgs" -}}
 {{- $w := .Values.webhook -}}
 - --bind=0.0.0.0:{{ $w.port }}
@@ -51,7 +80,7 @@ app.kubernetes.io/component: reconciler
 {{- end }}
 {{- end }}
 
-{{/* The reconciler's args: README, "Reconciler (python -m reconciler)". */}}
+{{/* The reconciler's args: README, "Reconciler". */}}
 {{- define "rollgate.reconcilerArgs" -}}
 {{- $r := .Values.reconciler -}}
 - --bind-address=0.0.0.0:{{ $r.port }}
@@ -85,6 +114,7 @@ app.kubernetes.io/component: reconciler
 {{- end }}
 {{- include "rollgate.flag" (list "plugins-max-download-bytes" $r.pluginsMaxDownloadBytes) }}
 {{- include "rollgate.flag" (list "plugins-download-timeout" $r.pluginsDownloadTimeout) }}
+{{- include "rollgate.flag" (list "plugins-arch" $r.pluginsArch) }}
 {{- if $r.namespaces }}
 - --namespaces={{ join "," $r.namespaces }}
 {{- end }}

@@ -1,6 +1,6 @@
 """Kargo expressions in verification args (README, "Kargo expressions in verification
 args"): the verdicts of tests/unit/schemas/expressions-corpus.yaml, which
-tests/e2e/test_expressions_oracle.py proves against expr-lang itself, and the findings
+tests/e2e/verification/test_expressions_oracle.py proves against expr-lang itself, and the findings
 on a Stage."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from schemas.expressions.evaluate import (
     arg_value,
     build_environment,
 )
+from testkit import objects
 
 CORPUS = yaml.safe_load((Path(__file__).parent / "expressions-corpus.yaml").read_text())
 VARS = [(v["name"], v["value"]) for v in CORPUS["vars"]]
@@ -50,16 +51,10 @@ def test_corpus_verdict(case: dict[str, Any]) -> None:
 
 
 def _stage(*values: str, stage_vars: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                              "sources": {"direct": True}}],
-        "verification": {"analysisTemplates": [{"name": "t"}],
-                         "args": [{"name": f"a{i}", "value": v} for i, v in enumerate(values)]},
-    }
-    if stage_vars is not None:
-        spec["vars"] = stage_vars
-    return {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
-            "metadata": {"name": "uat", "namespace": "demo"}, "spec": spec}
+    return objects.stage("uat", namespace="demo", warehouse="w", spec={} if stage_vars is None
+                         else {"vars": stage_vars}, verification=objects.verification(
+                             "t", args=[{"name": f"a{i}", "value": v}
+                                        for i, v in enumerate(values)]))
 
 
 def test_an_expression_expr_lang_refuses_is_denied_on_the_value() -> None:

@@ -8,7 +8,6 @@ import hashlib
 import json
 
 import pytest
-from helpers import k8s_object
 
 from reconciler.verification.analysis_run import (
     AnalysisBuildError,
@@ -17,6 +16,8 @@ from reconciler.verification.analysis_run import (
 )
 from reconciler.verification.naming import freight_collection_id, label_value, run_labels, run_name
 from schemas.names import label_value_problem
+from testkit import objects
+from testkit.objects import k8s_object
 
 NS = "shop"
 FREIGHT = ["f-b", "f-a"]
@@ -24,19 +25,9 @@ COLLECTION = hashlib.sha1(b"f-a,f-b").hexdigest()  # Kargo: sorted names joined 
 
 
 def stage(*templates, args=None, metadata=None, name="prod", spelling="analysis"):
-    if spelling == "analysis":
-        stanza = {"templates": [
-            {"templateName": t, "clusterScope": False} if isinstance(t, str)
-            else {"templateName": t[0], "clusterScope": True} for t in templates]}
-    else:
-        stanza = {"analysisTemplates": [
-            {"name": t, "kind": "AnalysisTemplate"} if isinstance(t, str)
-            else {"name": t[0], "kind": "ClusterAnalysisTemplate"} for t in templates]}
-    if args is not None:
-        stanza["args"] = args
-    if metadata is not None:
-        stanza["analysisRunMetadata"] = metadata
-    return k8s_object("Stage", name=name, namespace=NS, uid="uid-1", spec={spelling: stanza})
+    stanza = objects.analysis if spelling == "analysis" else objects.verification
+    return objects.stage(name, namespace=NS, uid="uid-1", freight=False, spec={
+        spelling: stanza(*templates, args=args, run_metadata=metadata)})
 
 
 def metric(name, **extra):
@@ -44,17 +35,16 @@ def metric(name, **extra):
 
 
 def tmpl(name, *, metrics=(), args=None, cluster=False, nested=None, **spec_extra):
-    spec = {"metrics": [metric(m) if isinstance(m, str) else m for m in metrics], **spec_extra}
     if args is not None:
-        spec["args"] = args
+        spec_extra["args"] = args
     if nested is not None:
-        spec["templates"] = [
+        spec_extra["templates"] = [
             {"templateName": n} if isinstance(n, str) else {"templateName": n[0],
                                                              "clusterScope": True}
             for n in nested]
-    if cluster:
-        return k8s_object("ClusterAnalysisTemplate", name=name, spec=spec)
-    return k8s_object("AnalysisTemplate", name=name, namespace=NS, spec=spec)
+    return objects.analysis_template(
+        name, namespace=NS, cluster=cluster,
+        metrics=[metric(m) if isinstance(m, str) else m for m in metrics], **spec_extra)
 
 
 class Templates:

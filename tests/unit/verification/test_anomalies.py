@@ -18,6 +18,7 @@ from reconciler.verification.anomalies import (
     verified_despite_failure,
 )
 from reconciler.verification.naming import freight_collection_id
+from testkit import objects
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 OLD = "2026-12-01T11:00:00Z"
@@ -29,10 +30,9 @@ def run(name: str, cid: str, phase: str = "Running", created: str = OLD,
     status: dict[str, Any] = {"phase": phase}
     if completed is not None:
         status["completedAt"] = completed
-    return {"metadata": {"name": name, "creationTimestamp": created,
-                         "labels": {"kargo.akuity.io/stage": "prod",
-                                    "kargo.akuity.io/freight-collection": cid}},
-            "status": status}
+    return objects.analysis_run(name, creationTimestamp=created, status=status,
+                                labels={"kargo.akuity.io/stage": "prod",
+                                        "kargo.akuity.io/freight-collection": cid})
 
 
 def ago(seconds: float) -> str:
@@ -40,12 +40,11 @@ def ago(seconds: float) -> str:
 
 
 def stage(*collections: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"name": "prod"}, "status": {"freightHistory": list(collections)}}
+    return objects.stage(freight=False, status={"freightHistory": list(collections)})
 
 
 def collection(name: str, *entries: dict[str, Any]) -> dict[str, Any]:
-    return {"id": freight_collection_id([name]),
-            "items": {"Warehouse/w": {"name": name}}, "verificationHistory": list(entries)}
+    return objects.freight_collection(name, history=list(entries))
 
 
 def entry(run_name: str, phase: str) -> dict[str, Any]:
@@ -99,7 +98,7 @@ def test_each_finding_is_its_own_function() -> None:
     assert kinds(duplicate_runs(st, runs, now=NOW)) == ["DuplicateVerificationRuns"]
     assert kinds(stale_runs(st, runs)) == ["StaleVerificationRun"] * 2
     st = stage(collection("f1", entry("a", "Failed")))
-    freight = {"f1": {"status": {"verifiedIn": {"prod": {}}}}}
+    freight: dict[str, Any] = {"f1": {"status": {"verifiedIn": {"prod": {}}}}}
     assert kinds(verified_despite_failure(st, freight)) == ["VerifiedDespiteFailure"]
     assert verified_despite_failure(st, {"f1": None}) == []
 

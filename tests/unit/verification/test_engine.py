@@ -1,5 +1,5 @@
 """The engine-mode executor (reconciler/verification/engine.py) over the one
-fake API (tests/unit/fakeapi.py).
+fake API (support/testkit/fakeapi.py).
 
 Each test makes the API do what a real server cannot be told to do on cue: fail one
 request, answer AlreadyExists for a run the cache has not seen, refuse a stale write.
@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fakeapi import FakeApi, api_error, context
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
@@ -22,6 +21,7 @@ from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key
 from reconciler.verification.engine import StageVerificationController
 from reconciler.verification.naming import freight_collection_id, run_name
+from testkit.fakeapi import FakeApi, api_error, context
 
 NS = "shop"
 CID = freight_collection_id(["f1"])
@@ -55,7 +55,9 @@ def reconcile(api: FakeApi, ctx: Any = None) -> Any:
 def history(api: FakeApi) -> list[dict[str, Any]]:
     stage = api.get(STAGE, NS, "prod")
     assert stage is not None
-    return stage["status"]["freightHistory"][0].get("verificationHistory", [])
+    entries: list[dict[str, Any]] = stage["status"]["freightHistory"][0].get(
+        "verificationHistory", [])
+    return entries
 
 
 def finish_run(api: FakeApi, phase: str) -> None:
@@ -165,11 +167,12 @@ def test_transient_template_lookup_is_not_a_missing_template(status: int) -> Non
 def test_stale_stage_write_is_a_conflict_for_the_runtime_to_retry() -> None:
     api = make_api()
     stale = api.get(STAGE, NS, "prod")
+    assert stale is not None
     api.put(STAGE, stale)  # someone else wrote it: our copy is now stale
     controller = StageVerificationController()
 
     class Stale(CacheView):
-        def get(self, resource, namespace, name):  # type: ignore[no-untyped-def]
+        def get(self, resource, namespace, name):
             return stale if resource == STAGE else super().get(resource, namespace, name)
 
     ctx = context(api, cache=Stale(stores(api, controller)), controller=controller)

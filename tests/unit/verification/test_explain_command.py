@@ -1,17 +1,17 @@
 """The I/O edge of ``rollgate explain``: the cluster and namespace chosen as kubectl
 chooses them (``--kubeconfig``, ``--context``, the context's namespace), and what it
-reads through the one fake client (``tests/unit/fakeapi.py``)."""
+reads through the one fake client (``support/testkit/fakeapi.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import yaml
-from fakeapi import FakeApi
 
 from kubekit.client import load_api_client
 from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
 from reconciler.explain_command import context_namespace, main, read
+from testkit.fakeapi import FakeApi
 
 
 def kubeconfig(tmp_path: Path) -> Path:

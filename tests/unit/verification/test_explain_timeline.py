@@ -2,7 +2,7 @@
 text (``explain_text``): the timeline's order and content, the one-sentence answer for
 each state a user asks about, and the findings observe mode would report (the same
 functions, not a copy). The shapes are those the real Kargo v1.11.2 and Argo Rollouts
-v1.9.1 wrote in tests/e2e/test_explain.py."""
+v1.9.1 wrote in tests/e2e/verification/test_explain.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.verification.anomalies import anomalies
 from reconciler.verification.explain import explain_stage
 from reconciler.verification.explain_text import render
+from testkit import objects
 
 NOW = dt.datetime(2026, 12, 1, 22, 30, tzinfo=dt.UTC)
 CID = "c0b5e9fe7008f207ee03d92fa559410d5ee76e8c"
@@ -41,11 +42,9 @@ def run(phase: str = "Successful", *, name: str = RUN, cid: str = CID,
     if phase == "Failed":
         status["message"] = 'Metric "verdict" assessed Failed due to failed (2) > failureLimit (1)'
         status["metricResults"][0]["message"] = status["message"]
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
-            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created,
-                         "labels": {"kargo.akuity.io/stage": "test",
-                                    "kargo.akuity.io/freight-collection": cid}},
-            "status": status}
+    return objects.analysis_run(name, namespace="ns", creationTimestamp=created, status=status,
+                                labels={"kargo.akuity.io/stage": "test",
+                                        "kargo.akuity.io/freight-collection": cid})
 
 
 def entry(phase: str = "Successful", *, ident: str = ENTRY, name: str = RUN,
@@ -73,17 +72,14 @@ def stage(*entries: dict[str, Any], verified: str = "True", health: str = "Healt
                         "lastTransitionTime": "2026-12-01T22:17:10Z"}],
     }
     if freight:
-        status["freightHistory"] = [{"id": CID, "items": {"Warehouse/w": {
-            "name": "f-a1", "origin": {"kind": "Warehouse", "name": "w"}}},
-            "verificationHistory": list(entries)}]
-    return {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
-            "metadata": {"name": "test", "namespace": "ns", "uid": "u"}, "status": status}
+        status["freightHistory"] = [objects.freight_collection("f-a1", history=list(entries))]
+    return objects.stage("test", namespace="ns", uid="u", freight=False, status=status)
 
 
 def freight(*, verified: bool) -> dict[str, Any]:
-    obj: dict[str, Any] = {"metadata": {"name": "f-a1", "namespace": "ns"}, "status": {}}
-    if verified:
-        obj["status"]["verifiedIn"] = {"test": {"verifiedAt": "2026-12-01T22:17:19Z"}}
+    obj = objects.freight("f-a1", namespace="ns", warehouse="w")
+    obj["status"] = {"verifiedIn": {"test": {"verifiedAt": "2026-12-01T22:17:19Z"}}
+                     if verified else {}}
     return obj
 
 

@@ -1,5 +1,5 @@
 """The observe-mode controller (reconciler/verification/observer.py) over the one fake
-API (tests/unit/fakeapi.py): what it reports, when it comes back, and its one write
+API (support/testkit/fakeapi.py): what it reports, when it comes back, and its one write
 (--refresh-lagging)."""
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ import time
 from typing import Any
 
 import pytest
-from fakeapi import FakeApi, Request, api_error, context
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
 from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
-from reconciler.runtime.types import Key, Requeue
+from reconciler.runtime.types import Context, Key, Requeue
 from reconciler.verification.naming import freight_collection_id
 from reconciler.verification.observer import VerificationObserver
+from reconciler.verification.options import VerificationOptions
+from testkit.fakeapi import Events, FakeApi, Request, api_error, context
 
 NS = "shop"
 CID = freight_collection_id(["f1"])
@@ -54,7 +55,8 @@ def make_api(*, entry_phase: str = "Running", run_phase: str = "Successful",
 
 
 def observer(**options: Any) -> VerificationObserver:
-    return VerificationObserver({"observe_lag_seconds": 10, **options})
+    return VerificationObserver(
+        options=VerificationOptions(**{"observe_lag_seconds": 10, **options}))
 
 
 def reconcile(controller: VerificationObserver, ctx: Any) -> float | None:
@@ -64,6 +66,12 @@ def reconcile(controller: VerificationObserver, ctx: Any) -> float | None:
     except Requeue as rq:
         return rq.after
     return None
+
+
+def events_of(ctx: Context) -> Events:
+    """The events recorded in a ``testkit.fakeapi.context``."""
+    assert isinstance(ctx.events, Events)
+    return ctx.events
 
 
 def anomaly_count(controller: VerificationObserver, kind: str) -> float | None:
@@ -86,9 +94,9 @@ def test_a_lagging_entry_is_one_warning_event_and_one_count_and_nothing_written(
     ctx = context(api, controller=controller)
     assert reconcile(controller, ctx) is None
     assert reconcile(controller, ctx) is None  # found again: not reported again
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]
-    assert ctx.events.emitted[0][0] == "Warning"
-    assert RUN in ctx.events.emitted[0][2] and "9b1c7e52-uuid" in ctx.events.emitted[0][2]
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
+    assert events_of(ctx).emitted[0][0] == "Warning"
+    assert RUN in events_of(ctx).emitted[0][2] and "9b1c7e52-uuid" in events_of(ctx).emitted[0][2]
     assert anomaly_count(controller, "VerificationNotRecorded") == 1
     assert api.writes() == []  # observe mode writes nothing without --refresh-lagging
 
@@ -100,7 +108,7 @@ def test_the_pass_comes_back_when_the_lag_becomes_due() -> None:
     after = reconcile(controller, ctx)
     # completedAt has whole seconds: the run finished 3 to 4 s ago, so 6 to 7 s are left
     assert after is not None and 6.0 < after <= 7.2
-    assert ctx.events.reasons() == []
+    assert events_of(ctx).reasons() == []
 
 
 def test_a_run_without_completed_at_is_timed_from_when_rollgate_saw_it_finished() -> None:
@@ -108,11 +116,11 @@ def test_a_run_without_completed_at_is_timed_from_when_rollgate_saw_it_finished(
     controller = observer(observe_lag_seconds=0.05)
     ctx = context(api, controller=controller)
     after = reconcile(controller, ctx)
-    assert after is not None and after <= 0.2 and ctx.events.reasons() == []
+    assert after is not None and after <= 0.2 and events_of(ctx).reasons() == []
     # the requeue's pass: first seen at the first pass, now past the lag
     time.sleep(after)
     assert reconcile(controller, ctx) is None
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
 
 
 def test_a_recorded_entry_is_not_lagging() -> None:
@@ -120,7 +128,7 @@ def test_a_recorded_entry_is_not_lagging() -> None:
     controller = observer()
     ctx = context(api, controller=controller)
     assert reconcile(controller, ctx) is None
-    assert ctx.events.reasons() == [] and api.writes() == []
+    assert events_of(ctx).reasons() == [] and api.writes() == []
 
 
 def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
@@ -140,7 +148,7 @@ def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
     stage = api.get(STAGE, NS, "prod")
     assert stage is not None and stage["metadata"]["annotations"][REFRESH] == value
     assert "status" not in body
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
 
 
 def test_a_new_lagging_entry_is_refreshed_again() -> None:
@@ -154,7 +162,7 @@ def test_a_new_lagging_entry_is_refreshed_again() -> None:
     api.put(STAGE, stage)
     reconcile(controller, ctx)
     assert len(refreshes(api)) == 2
-    assert ctx.events.reasons() == ["VerificationNotRecorded"] * 2
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"] * 2
 
 
 def test_a_failed_refresh_is_retried_without_a_second_event() -> None:
@@ -168,7 +176,7 @@ def test_a_failed_refresh_is_retried_without_a_second_event() -> None:
     reconcile(controller, ctx)  # the runtime's retry
     reconcile(controller, ctx)
     assert len(refreshes(api)) == 1
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
 
 
 def test_a_stage_gone_before_its_refresh_is_no_error() -> None:
@@ -206,7 +214,7 @@ def test_a_completion_before_kargos_entry_is_refreshed_at_once_without_a_finding
     after = reconcile(controller, ctx)
     (call,) = refreshes(api)  # at once: not after the 10 s lag
     assert REFRESH in call.body["metadata"]["annotations"]
-    assert ctx.events.reasons() == []  # no finding yet: Kargo may still record it in time
+    assert events_of(ctx).reasons() == []  # no finding yet: Kargo may still record it in time
     assert after is not None and after > 8  # the finding stays due at the lag
     reconcile(controller, ctx)
     assert len(refreshes(api)) == 1  # once per entry
@@ -234,7 +242,7 @@ def test_an_unmapped_completion_lagging_past_the_lag_is_one_refresh_and_one_find
     reconcile(controller, ctx)
     reconcile(controller, ctx)
     assert len(refreshes(api)) == 1
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
 
 
 def test_without_refresh_lagging_an_unmapped_completion_writes_nothing() -> None:
@@ -276,7 +284,7 @@ def test_a_completion_long_after_its_entry_is_reported_but_not_refreshed(
     now[0] += entry_age
     run_event(api, controller, ctx)  # then the run completes
     reconcile(controller, ctx)
-    assert ctx.events.reasons() == ["VerificationNotRecorded"]  # the finding stands
+    assert events_of(ctx).reasons() == ["VerificationNotRecorded"]  # the finding stands
     assert len(refreshes(api)) == refreshed
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
-from reconciler.verification import plan as vf
+from reconciler.verification import plan as planner
 from reconciler.verification.analysis_run import AnalysisBuildError
 from reconciler.verification.naming import freight_collection_id, label_value, run_name
 from reconciler.verification.payloads import collection_id
+from testkit import objects
 
 NS = "shop"
 NOW = "2026-12-01T10:00:00Z"
@@ -37,27 +39,14 @@ def stage(*, history: list[dict[str, Any]] | None = None, health: str = "Healthy
     }
     if conditions is not None:
         status["conditions"] = conditions
-    return {
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
-        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": generation,
-                     "annotations": annotations or {}},
-        "spec": spec if spec is not None else {
-            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                  "sources": {"direct": True}}],
-            "verification": {"analysisTemplates": [{"name": "t"}]}},
-        "status": status,
-    }
+    return objects.stage(
+        namespace=NS, uid="u", generation=generation, annotations=annotations or {},
+        warehouse="w", freight=spec is None, spec=spec, status=status,
+        verification=objects.verification("t") if spec is None else None)
 
 
 def collection(*names: str, history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": freight_collection_id(names),
-        "items": {f"Warehouse/w{i}": {"name": n, "origin": {"kind": "Warehouse", "name": f"w{i}"}}
-                  for i, n in enumerate(names)},
-    }
-    if history is not None:
-        out["verificationHistory"] = history
-    return out
+    return objects.freight_collection(*names, history=history)
 
 
 def run(name: str, *, attempt: int, phase: str = "", cid: str = CID, ours: bool = True,
@@ -67,13 +56,11 @@ def run(name: str, *, attempt: int, phase: str = "", cid: str = CID, ours: bool 
         labels.update({"rollgate.dev/attempt": str(attempt),
                        "app.kubernetes.io/managed-by": "rollgate"})
     annotations = {"rollgate.dev/request": request} if request is not None else {}
-    out: dict[str, Any] = {
-        "metadata": {"name": name, "namespace": NS, "labels": labels,
-                     "annotations": annotations, "creationTimestamp": "2026-12-01T09:00:00Z"},
-        "spec": {"metrics": [{"name": "m"}], **({"terminate": True} if terminate else {})},
-    }
-    if phase:
-        out["status"] = {"phase": phase}
+    out = objects.analysis_run(name, namespace=NS, metrics=[{"name": "m"}], labels=labels,
+                               annotations=annotations, status={"phase": phase} if phase else None,
+                               creationTimestamp="2026-12-01T09:00:00Z")
+    if terminate:
+        out["spec"]["terminate"] = True
     return out
 
 
@@ -89,14 +76,15 @@ def builder(calls: list[tuple[int, str | None]] | None = None, error: str | None
     return build
 
 
-def plan(st: dict[str, Any], runs: list[dict[str, Any]] = (), freight=None, **kw: Any) -> vf.Plan:
-    return vf.plan(vf.World(
+def plan(st: dict[str, Any], runs: Iterable[dict[str, Any]] = (), freight=None,
+         **kw: Any) -> planner.Plan:
+    return planner.plan(planner.World(
         stage=st, runs=list(runs), freight=freight if freight is not None else {"f1": {
             "metadata": {"name": "f1"}, "status": {}}},
         build=kw.pop("build", builder()), now=NOW, **kw))
 
 
-def applied(st: dict[str, Any], p: vf.Plan) -> dict[str, Any]:
+def applied(st: dict[str, Any], p: planner.Plan) -> dict[str, Any]:
     """The Stage after the plan's status write (what the API server would store)."""
     out = copy.deepcopy(st)
     for key, value in (p.status or {}).items():
@@ -108,7 +96,9 @@ def applied(st: dict[str, Any], p: vf.Plan) -> dict[str, Any]:
 
 
 def current_history(st: dict[str, Any]) -> list[dict[str, Any]]:
-    return st["status"]["freightHistory"][0].get("verificationHistory", [])
+    entries: list[dict[str, Any]] = st["status"]["freightHistory"][0].get(
+        "verificationHistory", [])
+    return entries
 
 
 def condition(st: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +319,7 @@ def test_abort_terminates_the_run_once_and_records_aborted(value: str) -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
     st["metadata"]["annotations"]["kargo.akuity.io/abort"] = value
     p = plan(st, [run(RUN1, attempt=1, phase="Running")])
-    assert p.terminate == [vf.Terminate(RUN1, value)]
+    assert p.terminate == [planner.Terminate(RUN1, value)]
     st = applied(st, p)
     entry = current_history(st)[0]
     assert entry["phase"] == "Aborted"
@@ -359,7 +349,7 @@ def test_new_freight_terminates_the_running_run_and_records_superseded() -> None
     st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
     p = plan(st, [run(RUN1, attempt=1, phase="Running")],
              freight={"f2": {"metadata": {"name": "f2"}}})
-    assert p.terminate == [vf.Terminate(RUN1, None)]
+    assert p.terminate == [planner.Terminate(RUN1, None)]
     assert p.create is not None  # the new freight's first attempt
     st = applied(st, p)
     superseded = st["status"]["freightHistory"][1]["verificationHistory"][0]
@@ -379,7 +369,7 @@ def test_a_superseded_entry_written_before_its_run_terminates_the_run_of_its_id(
     st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
     p = plan(st, [run(RUN1, attempt=1, phase="Running")],
              freight={"f2": {"metadata": {"name": "f2"}}})
-    assert p.terminate == [vf.Terminate(RUN1, None)]
+    assert p.terminate == [planner.Terminate(RUN1, None)]
     done = applied(st, p)["status"]["freightHistory"][1]["verificationHistory"][0]
     assert done["phase"] == "Aborted" and done["message"] == f"superseded by {cid2}"
     assert done["analysisRun"]["name"] == RUN1
@@ -439,7 +429,7 @@ def test_removing_the_stanza_aborts_the_running_verification_and_drops_verified(
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
     st["spec"].pop("verification")
     p = plan(st, [run(RUN1, attempt=1, phase="Running")])
-    assert p.terminate == [vf.Terminate(RUN1, None)]
+    assert p.terminate == [planner.Terminate(RUN1, None)]
     st = applied(st, p)
     assert current_history(st)[0]["phase"] == "Aborted"
     assert "Verified" not in [c["type"] for c in st["status"].get("conditions", [])]
@@ -463,7 +453,7 @@ def test_a_run_no_entry_records_is_recorded_and_terminated_once_superseded() -> 
     st["status"]["lastPromotion"]["status"]["freightCollection"]["id"] = cid2
     p = plan(st, [run(RUN1, attempt=1, phase="Running")],
              freight={"f2": {"metadata": {"name": "f2"}}})
-    assert vf.Terminate(RUN1, None) in p.terminate
+    assert planner.Terminate(RUN1, None) in p.terminate
     done = applied(st, p)["status"]["freightHistory"][1]["verificationHistory"]
     assert [(e["id"], e["phase"], e["message"]) for e in done] == [
         (RUN1, "Aborted", f"superseded by {cid2}")]
@@ -476,7 +466,7 @@ def test_a_run_for_freight_the_history_no_longer_holds_is_terminated() -> None:
         freight_collection_id(["f2"]))
     p = plan(st, [run(RUN1, attempt=1, phase="Running")],
              freight={"f2": {"metadata": {"name": "f2"}}})
-    assert vf.Terminate(RUN1, None) in p.terminate
+    assert planner.Terminate(RUN1, None) in p.terminate
 
 
 def test_a_late_freight_of_an_older_verified_collection_gets_verified_in() -> None:

@@ -1,5 +1,5 @@
 """Properties of the verification planner (reconciler/verification/plan.py) over Stage
-histories that crashes, refused writes and late Freight produce (issue 19).
+histories that crashes, refused writes and late Freight produce.
 
 A Stage's history is not drawn as arbitrary JSON: hypothesis draws a sequence of what
 happens to one Stage (promotions, with the Stage healthy or not; runs moving to any
@@ -16,7 +16,7 @@ After every pass, what the planner decided must keep:
 - no run of an entry that is ended (Aborted, Failed, Error, Successful, Inconclusive)
   or superseded is left Pending/Running: the plan terminates it.
 And once passes run undisturbed until they plan nothing, the settled-state rules the
-fault suites check too (tests/invariants.py): no duplicate run, no entry whose phase
+fault suites check too (support/testkit/invariants.py): no duplicate run, no entry whose phase
 differs from its run's, no run left running that no current entry follows, no run
 whose outcome no entry records, and ``verifiedIn`` as the latest verification of the
 newest collection holding the Freight says.
@@ -29,17 +29,14 @@ arrived late never got ``verifiedIn``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import invariants
-import kargo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_plan import NOW, applied, run, stage
 
-from reconciler.verification import plan as vf
+from reconciler.verification import plan as planner
 from reconciler.verification.naming import run_name
 from reconciler.verification.payloads import (
     FINISHED,
@@ -49,6 +46,8 @@ from reconciler.verification.payloads import (
     run_phase,
     verification_history,
 )
+from testkit import invariants, kargo_shapes
+from tests.unit.verification.test_plan import NOW, applied, run, stage
 
 STAGE = "prod"
 RUN_END = invariants.RUN_END
@@ -71,7 +70,7 @@ class Model:
     def collections(self) -> list[dict[str, Any]]:
         return list(self.stage["status"].get("freightHistory") or [])
 
-    def world(self) -> vf.World:
+    def world(self) -> planner.World:
         current = self.collections()[0] if self.collections() else None
 
         def build(attempt: int, request: str | None) -> dict[str, Any]:
@@ -82,7 +81,7 @@ class Model:
             built["metadata"].pop("creationTimestamp")
             return built
 
-        return vf.World(stage=copy.deepcopy(self.stage),
+        return planner.World(stage=copy.deepcopy(self.stage),
                         runs=[copy.deepcopy(r) for r in self.runs.values()],
                         freight={n: copy.deepcopy(self.freight.get(n)) for n in self.names()}
                         if current is not None else {},
@@ -96,7 +95,7 @@ def promote(m: Model, *, size: int, healthy: bool, arrive: bool) -> None:
     """Kargo promotes new Freight (``size`` of them, from as many Warehouses)."""
     m.promotions += 1
     freight = {f"w{i}": f"p{m.promotions}-{i}" for i in range(size)}
-    patch = kargo.promotion_patch(m.stage, freight, promotion=f"promo-{m.promotions}",
+    patch = kargo_shapes.promotion_patch(m.stage, freight, promotion=f"promo-{m.promotions}",
                                   health="Healthy" if healthy else "Progressing",
                                   finished_at=NOW)
     for key, value in patch["status"].items():
@@ -131,11 +130,11 @@ def run_moves(m: Model, pick: int, phase: str) -> None:
     target["status"] = {"phase": phase}
 
 
-def one_pass(m: Model, *, cut: int | None) -> vf.Plan:
+def one_pass(m: Model, *, cut: int | None) -> planner.Plan:
     """One pass as the engine carries it out; ``cut``: how many of its writes land
     before a SIGKILL (or a 409 on the Stage write); None = all of them."""
     world = m.world()
-    p = vf.plan(world)
+    p = planner.plan(world)
     writes: list[Any] = []
     if p.create is not None:
         created = copy.deepcopy(p.create)
@@ -143,7 +142,7 @@ def one_pass(m: Model, *, cut: int | None) -> vf.Plan:
         writes.append(("create", name, created))
         if name not in m.runs:
             world.runs = [*world.runs, created]
-        p = vf.plan(world)
+        p = planner.plan(world)
     writes += [("terminate", t.run, None) for t in p.terminate]
     writes += [("freight", name, body) for name, body in p.freight]
     if p.status is not None:
@@ -174,7 +173,7 @@ STEP = st.one_of(
 )
 
 
-def play(m: Model, steps: list[tuple[Any, ...]]) -> Iterator[tuple[vf.World, vf.Plan]]:
+def play(m: Model, steps: list[tuple[Any, ...]]) -> Iterator[tuple[planner.World, planner.Plan]]:
     for step in steps:
         kind = step[0]
         if kind == "promote":
@@ -202,11 +201,11 @@ def settle(m: Model) -> None:
 # ---------------------------------------------------------------- the checks
 
 
-def run_for(runs: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any] | None:
+def run_for(runs: dict[str, Any], entry: Mapping[str, Any]) -> dict[str, Any] | None:
     return runs.get(run_of(entry)) or runs.get(str(entry.get("id") or ""))
 
 
-def check_pass(world: vf.World, p: vf.Plan) -> None:
+def check_pass(world: planner.World, p: planner.Plan) -> None:
     before = {e.get("id"): e.get("phase")
               for c in world.stage["status"].get("freightHistory") or []
               for e in verification_history(c)}

@@ -8,14 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fakeapi import context
-from test_observer import make_api, reconcile
 
+from kubekit import logs
 from kubekit.kinds import STAGE
 from reconciler import cli, controllers
+from reconciler.options import ReconcilerOptions
 from reconciler.runtime.manager import Manager
+from reconciler.runtime.options import RuntimeOptions
 from reconciler.verification.observer import VerificationObserver
+from reconciler.verification.options import VerificationOptions
 from reconciler.verification.shards import LABEL_SHARD, Shard
+from testkit.fakeapi import context
+from tests.unit.verification.test_observer import events_of, make_api, reconcile
 
 NS = "shop"
 
@@ -53,10 +57,12 @@ def test_no_flag_is_every_stage_unlike_kargos_empty_shard_name() -> None:
 
 
 def test_flags_to_selection() -> None:
-    assert Shard.from_options({}) == Shard()
-    assert Shard.from_options({"shard": "a"}) == Shard("a", False)
-    assert Shard.from_options({"shard": "a", "default_shard": True}) == Shard("a", True)
-    assert Shard.from_options({"shard": None, "default_shard": True}) == Shard(None, True)
+    assert Shard.from_options(VerificationOptions()) == Shard()
+    assert Shard.from_options(VerificationOptions(shard="a")) == Shard("a", False)
+    assert Shard.from_options(VerificationOptions(shard="a", default_shard=True)) == Shard(
+        "a", True)
+    assert Shard.from_options(VerificationOptions(shard=None, default_shard=True)) == Shard(
+        None, True)
     assert Shard("a", True).describe() == (
         f"Stages labelled {LABEL_SHARD}=a and Stages without {LABEL_SHARD}")
 
@@ -69,10 +75,11 @@ def test_flags_to_selection() -> None:
 ])
 def test_the_stage_informer_is_narrowed_by_label_selector(options: dict[str, Any],
                                                           selector: str | None) -> None:
-    options = {"leader_elect": False, "stage_verification": "observe", **options}
-    controller = controllers.load("stage-verification", options)
+    flags = ReconcilerOptions(runtime=RuntimeOptions(leader_elect=False),
+                              verification=VerificationOptions(mode="observe", **options))
+    controller = controllers.load("stage-verification", options=flags)
     assert isinstance(controller, VerificationObserver)
-    manager = Manager(api=None, controllers=[controller], options=options)
+    manager = Manager(api=None, controllers=[controller], options=flags.runtime)
     (stages,) = [i.resource for i in manager.informers if i.resource.plural == "stages"]
     assert stages.label_selector == selector
     assert controller.primary == stages
@@ -88,7 +95,8 @@ def test_only_the_selected_stages_are_observed(options: dict[str, Any],
                                                observed: set[str | None]) -> None:
     for label in ("a", "b", None):
         api = make_api(labels={LABEL_SHARD: label} if label is not None else None)
-        controller = VerificationObserver({"observe_lag_seconds": 10, **options})
+        controller = VerificationObserver(
+            options=VerificationOptions(observe_lag_seconds=10, **options))
         # The cache the runtime builds for a label-selected Stage informer: only the
         # Stages the API server returns for the selector (the fake applies it).
         ctx = context(api, controller=controller)
@@ -97,7 +105,7 @@ def test_only_the_selected_stages_are_observed(options: dict[str, Any],
             responsible = controller.shard.responsible(api.get(STAGE, NS, "prod") or {})
             assert cached == (["prod"] if responsible else []), (options, label)
         reconcile(controller, ctx)
-        reported = ctx.events.reasons() == ["VerificationNotRecorded"]
+        reported = events_of(ctx).reasons() == ["VerificationNotRecorded"]
         assert reported == (label in observed), (options, label)
 
 
@@ -120,7 +128,7 @@ def test_a_shard_name_that_is_no_label_value_is_refused(
 def test_engine_mode_cannot_be_sharded(flags: list[str], monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(cli, "load_api_client", lambda *a, **k: pytest.fail("started anyway"))
-    monkeypatch.setattr(cli.logs, "setup", lambda level: None)
+    monkeypatch.setattr(logs, "setup", lambda level: None)  # cli.logs
     with pytest.raises(SystemExit) as exc:
         cli.main(["--stage-verification", "engine", *flags])
     assert exc.value.code == 2 and "engine" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 verification controllers read.
 
 Each scenario runs a controller's pass over objects as Kargo and Argo Rollouts leave them
-after a long life (hack/kargo.py: full freight histories, ``lastPromotion`` with its
+after a long life (support/testkit/kargo_shapes.py: full freight histories,
+``lastPromotion`` with its
 steps' state, runs with measurements, managedFields), twice: once over a cache of whole
 objects that records the path of every field read (``Recorded``), once over the cache as
 the controller's transforms make it. It fails when a path read on the whole object does
@@ -18,9 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import kargo  # hack/kargo.py
 import pytest
-from fakeapi import Events, FakeApi, context
 
 from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Resource
 from reconciler.runtime.cache import CacheView, Store
@@ -28,8 +27,11 @@ from reconciler.runtime.types import Key, Requeue
 from reconciler.verification import slim
 from reconciler.verification.engine import StageVerificationController
 from reconciler.verification.observer import VerificationObserver
+from reconciler.verification.options import VerificationOptions
 from reconciler.verification.packed import Packed
 from reconciler.verification.payloads import promotion_finished_at
+from testkit import kargo_shapes
+from testkit.fakeapi import Events, FakeApi, context
 
 NS = "shop"
 Path = tuple[Any, ...]
@@ -107,7 +109,7 @@ class Recorded(dict[str, Any]):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
         self._log.add((*self._path, WHOLE))
@@ -144,7 +146,7 @@ class RecordedList(list[Any]):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
         self._log.add((*self._path, WHOLE))
@@ -191,7 +193,7 @@ MANAGED = [{"manager": "kargo", "operation": "Update", "apiVersion": "kargo.akui
 
 
 def whole_stage(*, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    status = kargo.full_history_status("prod", NS)
+    status = kargo_shapes.full_history_status("prod", NS)
     return {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
             "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": 1,
                          "resourceVersion": "7", "labels": {"kargo.akuity.io/shard": "a"},
@@ -205,16 +207,18 @@ def whole_stage(*, spec: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def current(stage: dict[str, Any]) -> dict[str, Any]:
-    return stage["status"]["freightHistory"][0]
+    collection: dict[str, Any] = stage["status"]["freightHistory"][0]
+    return collection
 
 
 def entry(stage: dict[str, Any]) -> dict[str, Any]:
-    return current(stage)["verificationHistory"][0]
+    verification: dict[str, Any] = current(stage)["verificationHistory"][0]
+    return verification
 
 
 def whole_run(stage: dict[str, Any], name: str | None = None, *, collection: str | None = None,
               phase: str = "Successful", completed: float | None = 30) -> dict[str, Any]:
-    run = kargo.finished_analysis_run(name or entry(stage)["analysisRun"]["name"], NS,
+    run = kargo_shapes.finished_analysis_run(name or entry(stage)["analysisRun"]["name"], NS,
                                       stage="prod", collection=collection or current(stage)["id"])
     run["metadata"].update(namespace=NS, creationTimestamp=stamp(120), resourceVersion="3",
                            managedFields=MANAGED)
@@ -295,7 +299,7 @@ def observe_duplicate_and_stale() -> FakeApi:
 def engine_promoted() -> FakeApi:
     """Kargo just promoted new Freight into a Stage with a full history: a run to make."""
     stage = whole_stage()
-    promoted = kargo.promotion_patch(stage, {"w": "fresh"}, promotion="prod.p2")["status"]
+    promoted = kargo_shapes.promotion_patch(stage, {"w": "fresh"}, promotion="prod.p2")["status"]
     stage["status"].update(promoted)
     stage["status"]["conditions"] = [c for c in stage["status"]["conditions"]
                                      if c["type"] != "Verified"]
@@ -375,14 +379,15 @@ def check(controller_factory: Callable[[], Any], scenario: Callable[[], FakeApi]
 @pytest.mark.parametrize("refresh", [False, True])
 def test_observe_mode_reads_only_what_its_transforms_keep(scenario: Callable[[], FakeApi],
                                                           refresh: bool) -> None:
-    check(lambda: VerificationObserver({"observe_lag_seconds": 10,
-                                        "refresh_lagging": refresh}), scenario)
+    check(lambda: VerificationObserver(options=VerificationOptions(
+        observe_lag_seconds=10, refresh_lagging=refresh)), scenario)
 
 
 def test_the_observe_scenarios_cover_the_findings_and_the_metric() -> None:
     """The scenarios above exercise what observe mode does (else they prove little)."""
     def factory() -> VerificationObserver:
-        return VerificationObserver({"observe_lag_seconds": 10, "refresh_lagging": True})
+        return VerificationObserver(
+            options=VerificationOptions(observe_lag_seconds=10, refresh_lagging=True))
     assert check(factory, observe_steady)[:2] == ([], [])
     _, found, _ = check(factory, observe_not_recorded)
     assert [r for r, _ in found] == ["VerificationNotRecorded"]

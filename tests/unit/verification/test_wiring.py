@@ -7,27 +7,35 @@ import pytest
 from prometheus_client import generate_latest
 
 from reconciler import cli, controllers
+from reconciler.options import ReconcilerOptions
 from reconciler.runtime.health import Metrics
 from reconciler.runtime.manager import ControllerRunner
 from reconciler.verification import options
 from reconciler.verification.engine import StageVerificationController
 from reconciler.verification.observer import VerificationObserver
+from reconciler.verification.options import VerificationOptions
+
+
+def mode(name: str) -> ReconcilerOptions:
+    """The options of ``--stage-verification name``."""
+    return ReconcilerOptions(verification=VerificationOptions(mode=name))
 
 
 def test_the_mode_defaults_to_observe_for_the_command_line_and_the_loader() -> None:
     assert options.DEFAULT_MODE == "observe"
     assert cli.parser().parse_args([]).stage_verification == options.DEFAULT_MODE
-    # Options built without the key (a test, a script) get observe too, never engine.
-    assert isinstance(controllers.load("stage-verification", {}), VerificationObserver)
+    # Options built without the mode (a test, a script) get observe too, never engine.
+    assert isinstance(controllers.load("stage-verification", options=ReconcilerOptions()),
+                      VerificationObserver)
     assert isinstance(controllers.load("stage-verification"), VerificationObserver)
-    assert isinstance(controllers.load("stage-verification", {"stage_verification": "engine"}),
+    assert isinstance(controllers.load("stage-verification", options=mode("engine")),
                       StageVerificationController)
-    assert controllers.load("stage-verification", {"stage_verification": "off"}) is None
+    assert controllers.load("stage-verification", options=mode("off")) is None
 
 
 def test_an_unknown_mode_is_refused_not_taken_for_engine() -> None:
     with pytest.raises(controllers.UnknownController, match="bogus"):
-        controllers.load("stage-verification", {"stage_verification": "bogus"})
+        controllers.load("stage-verification", options=mode("bogus"))
 
 
 @pytest.mark.parametrize("controller", [StageVerificationController, VerificationObserver])
@@ -35,7 +43,7 @@ def test_the_features_metrics_are_served_by_the_runtime(controller: type) -> Non
     metrics = Metrics()
     text = generate_latest(metrics.registry).decode()
     assert "rollgate_verifications_finished" not in text  # the runtime has none of its own
-    ControllerRunner(controller({}), metrics=metrics, workers=1)
+    ControllerRunner(controller(options=VerificationOptions()), metrics=metrics, workers=1)
     text = generate_latest(metrics.registry).decode()
     for name in ("rollgate_verifications_finished", "rollgate_verification_duration_seconds",
                  "rollgate_promotion_to_verified_seconds", "rollgate_verifier_conflicts",
@@ -46,7 +54,7 @@ def test_the_features_metrics_are_served_by_the_runtime(controller: type) -> Non
 
 def test_registering_the_same_collectors_twice_serves_them_once() -> None:
     metrics = Metrics()
-    observer = VerificationObserver({})
+    observer = VerificationObserver(options=VerificationOptions())
     metrics.register(observer.collectors)
     metrics.register(observer.collectors)
     text = generate_latest(metrics.registry).decode()
@@ -60,7 +68,7 @@ def test_observe_flags_and_their_defaults() -> None:
     assert args.refresh_lagging is False
     args = cli.parser().parse_args(["--observe-lag-seconds", "2.5", "--refresh-lagging"])
     assert (args.observe_lag_seconds, args.refresh_lagging) == (2.5, True)
-    controller = controllers.load("stage-verification", vars(args))
+    controller = controllers.load("stage-verification", options=cli.options_from(args))
     assert isinstance(controller, VerificationObserver)
     assert (controller.lag, controller.refresh) == (2.5, True)
 
@@ -78,12 +86,11 @@ def test_a_freight_maps_to_the_stages_whose_history_holds_it_in_engine_mode() ->
     """Issue 19, 1a: a Freight that reaches the cache after its run succeeded (its
     informer re-listing) brings back the Stage that holds it, not only those it is
     already verified in."""
-    from fakeapi import FakeApi
-
     from kubekit.kinds import FREIGHT, STAGE
     from reconciler.runtime.types import Key
     from reconciler.verification.engine import StageVerificationController
     from reconciler.verification.watches import stages_of_freight
+    from testkit.fakeapi import FakeApi
 
     api = FakeApi()
     holder = {"metadata": {"name": "prod", "namespace": "shop"}, "status": {"freightHistory": [

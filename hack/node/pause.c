@@ -1,0 +1,28 @@
+/* The pod sandbox's process (containerd's sandbox_image for the test node): holds the
+ * pod's namespaces, reaps the orphans it inherits as PID 1, exits on SIGINT/SIGTERM.
+ * Built statically into a scratch image by support/harness/node/images.py: no registry
+ * is reachable here to pull registry.k8s.io/pause. */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void stop(int sig) { (void)sig; _exit(0); }
+
+static void reap(int sig) {
+    (void)sig;
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+}
+
+int main(void) {
+    struct sigaction on_stop = {.sa_handler = stop};
+    struct sigaction on_child = {.sa_handler = reap, .sa_flags = SA_NOCLDSTOP};
+    sigaction(SIGINT, &on_stop, NULL);
+    sigaction(SIGTERM, &on_stop, NULL);
+    sigaction(SIGCHLD, &on_child, NULL);
+    for (;;) {
+        pause();
+    }
+    return EXIT_FAILURE;
+}

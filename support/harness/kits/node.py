@@ -1,0 +1,295 @@
+"""rollgate as users run it, on the node: its chart installed with helm (or its
+kustomization applied), its pods, and what a user checks of them.
+
+A pod that does not become Ready, a probe that fails or an install that times out fails
+with what a user would look at next: each pod's phase, its containers' states and
+restarts, its events and its containers' last log lines; never a bare timeout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import chart
+from harness.kits.polling import Poller
+from harness.node import images
+from harness.node.cluster import NodeCluster
+from harness.plane import ControlPlane
+from testkit.waits import WaitTimeout
+
+RELEASE = "rollgate"
+NAMESPACE = "rollgate-system"
+WEBHOOK = "app.kubernetes.io/name=rollgate-webhook"
+RECONCILER = "app.kubernetes.io/name=rollgate-reconciler"
+PROBES = ("Readiness", "Liveness", "Startup")
+
+
+def image_values(image: images.Image) -> dict[str, Any]:
+    """The chart's image values for an image imported into the node (never pulled)."""
+    return {"image": {"repository": image.repository, "tag": image.tag,
+                      "pullPolicy": "Never"}}
+
+
+def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Values layered as helm layers several ``-f`` files: later ones win, maps merge."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- pods
+
+
+def pods(plane: ControlPlane, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace, "-o", "json"]
+    if selector:
+        args += ["-l", selector]
+    items: list[dict[str, Any]] = json.loads(plane.kubectl(*args).stdout)["items"]
+    return items
+
+
+def ready(pod: Mapping[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in pod.get("status", {}).get("conditions") or [])
+
+
+def restarts(pod: Mapping[str, Any]) -> int:
+    return sum(int(c.get("restartCount", 0))
+               for c in pod.get("status", {}).get("containerStatuses") or [])
+
+
+def events(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(
+        plane.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
+    return items
+
+
+def _listed(plane: ControlPlane, namespace: str, selector: str) -> list[dict[str, Any]] | None:
+    """The pods, or None when the API did not answer (a poller tries again)."""
+    args = ["get", "pods", "-n", namespace, "-o", "json"] + (["-l", selector] if selector else [])
+    out = plane.kubectl(*args, check=False, timeout=10)
+    return json.loads(out.stdout)["items"] if out.returncode == 0 else None
+
+
+@dataclass
+class ReadyWatch(Poller):
+    """When each pod of a namespace was first seen Ready (polled every half second in a
+    thread), so that probe failures can be told apart: before a pod is first Ready they
+    are part of its start; after, they are failures."""
+
+    plane: ControlPlane
+    namespace: str
+    first_ready: dict[str, float] = field(default_factory=dict)
+
+    def poll_once(self) -> None:
+        now = time.time()
+        for pod in _listed(self.plane, self.namespace, "") or []:
+            if ready(pod):
+                self.first_ready.setdefault(pod["metadata"]["name"], now)
+
+
+@dataclass
+class ReadyCount(Poller):
+    """How many pods of ``selector`` were Ready, polled every half second in a thread: a
+    roll that leaves none Ready shows in :meth:`seconds_without`."""
+
+    plane: ControlPlane
+    namespace: str
+    selector: str
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+    def poll_once(self) -> None:
+        items = _listed(self.plane, self.namespace, self.selector)
+        if items is not None:
+            self.samples.append((time.monotonic(), sum(ready(p) for p in items)))
+
+    def seconds_without(self) -> float:
+        """Time between polls that both saw no Ready pod, plus half a poll at each edge
+        of such a stretch (it began or ended somewhere in between)."""
+        total = 0.0
+        for (t0, n0), (t1, n1) in itertools.pairwise(self.samples):
+            if n0 == 0 and n1 == 0:
+                total += t1 - t0
+            elif n0 == 0 or n1 == 0:
+                total += (t1 - t0) / 2
+        return round(total, 1)
+
+    @property
+    def lowest(self) -> int:
+        return min((n for _, n in self.samples), default=0)
+
+
+@dataclass(frozen=True)
+class ProbeFailures:
+    """``Unhealthy`` events as ``pod: message`` lines: before the pod was first Ready
+    (start-up: reported) and after (failures)."""
+
+    at_start: list[str]
+    after_ready: list[str]
+
+
+def _event_time(event: Mapping[str, Any]) -> float:
+    stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
+    try:
+        return dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def probe_failures(plane: ControlPlane, namespace: str,
+                   first_ready: Mapping[str, float]) -> ProbeFailures:
+    """Probe failures of the namespace's pods, split at each pod's first Ready (event
+    times have one-second resolution: a failure within that second counts as start-up)."""
+    at_start: list[str] = []
+    after: list[str] = []
+    for event in events(plane, namespace):
+        message = str(event.get("message", ""))
+        if event.get("reason") != "Unhealthy" or not any(
+                message.startswith(f"{kind} probe") for kind in PROBES):
+            continue
+        pod = event.get("involvedObject", {}).get("name", "?")
+        line = f"{pod} (x{event.get('count', 1)}): {message}"
+        became_ready = first_ready.get(pod)
+        late = (became_ready is not None and not message.startswith("Startup")
+                and _event_time(event) > became_ready + 1)
+        (after if late else at_start).append(line)
+    return ProbeFailures(at_start=at_start, after_ready=after)
+
+
+def diagnostics(plane: ControlPlane, namespace: str, selector: str = "") -> str:
+    """What a user looks at when pods are not Ready: each pod's phase, containers,
+    events, and last log lines."""
+    lines: list[str] = []
+    by_pod: dict[str, list[str]] = {}
+    for event in events(plane, namespace):
+        involved = event.get("involvedObject", {})
+        by_pod.setdefault(involved.get("name", ""), []).append(
+            f"    {involved.get('kind')}/{involved.get('name')}: {event.get('type')} "
+            f"{event.get('reason')}: {event.get('message')}")
+    found = pods(plane, namespace, selector)
+    for pod in found:
+        name = pod["metadata"]["name"]
+        status = pod.get("status", {})
+        lines.append(f"pod {name}: phase {status.get('phase')}, ready {ready(pod)}, "
+                     f"restarts {restarts(pod)}")
+        for container in status.get("containerStatuses") or []:
+            state = container.get("state", {})
+            lines.append(f"  container {container['name']}: {json.dumps(state)}")
+            log = plane.kubectl("logs", "-n", namespace, name, "-c", container["name"],
+                                "--tail=15", check=False).stdout.strip()
+            if log:
+                lines += ["  last log lines:", *("    " + x for x in log.splitlines())]
+        lines += by_pod.pop(name, [])[-10:]
+    if not selector:
+        # What happened to objects that are gone (a hook Job's pods, a ReplicaSet's).
+        rest = [line for name, found_lines in by_pod.items() for line in found_lines[-5:]]
+        lines += ["other events in the namespace:", *rest[-30:]] if rest else []
+    return "\n".join(lines) or f"no pods in {namespace} for {selector!r}"
+
+
+def wait_ready(plane: ControlPlane, namespace: str, *, selector: str, count: int,
+               timeout: float = 180) -> list[dict[str, Any]]:
+    """Until exactly ``count`` pods of ``selector`` exist, all Ready and none
+    terminating; else fail with ``diagnostics``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = pods(plane, namespace, selector)
+        if len(found) == count and all(ready(p) for p in found):
+            return found
+        if time.monotonic() > deadline:
+            raise WaitTimeout(f"{count} Ready pods of {selector} in {namespace} not there "
+                              f"after {timeout:.0f}s:\n{diagnostics(plane, namespace, selector)}")
+        time.sleep(1)
+
+
+def delete_namespace(plane: ControlPlane, namespace: str, *, timeout: float = 180) -> None:
+    """Delete ``namespace`` and wait until it is gone (its pods have terminated)."""
+    out = plane.kubectl("delete", "namespace", namespace, "--ignore-not-found",
+                        f"--timeout={timeout:.0f}s", check=False, timeout=timeout + 10)
+    if out.returncode != 0:
+        raise AssertionError(f"namespace {namespace} not deleted after {timeout:.0f}s: "
+                             f"{out.stderr}\n{diagnostics(plane, namespace)}")
+
+
+# --------------------------------------------------------------------------- releases
+
+
+@dataclass
+class Release:
+    """One helm release of the chart on the node (``helm`` with the node's kubeconfig and
+    a helm home of its own)."""
+
+    cluster: NodeCluster
+    name: str = RELEASE
+    namespace: str = NAMESPACE
+    chart_path: Path = chart.CHART
+    values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def plane(self) -> ControlPlane:
+        return self.cluster.plane
+
+    def helm(self, *args: str, check: bool = True,
+             timeout: float = 360) -> subprocess.CompletedProcess[str]:
+        env = chart.cluster_env(self.plane.kubeconfig, self.plane.root / "helm")
+        return chart.helm(*args, check=check, env=env, timeout=timeout)
+
+    def _values_args(self, values: Mapping[str, Any]) -> list[str]:
+        directory = self.plane.root / "helm-values"
+        directory.mkdir(parents=True, exist_ok=True)
+        return ["-f", str(chart.values_file(values, directory))]
+
+    def install(self, values: Mapping[str, Any], *, wait: bool = True) -> None:
+        """``helm install --create-namespace --wait``; a failure carries the pods'
+        diagnostics."""
+        self.values = dict(values)
+        args = ["install", self.name, str(self.chart_path), "-n", self.namespace,
+                "--create-namespace", *self._values_args(values)]
+        if wait:
+            args += ["--wait", "--timeout", "5m"]
+        self._run(args)
+
+    def upgrade(self, values: Mapping[str, Any]) -> None:
+        self.values = dict(values)
+        self._run(["upgrade", self.name, str(self.chart_path), "-n", self.namespace,
+                   *self._values_args(values), "--wait", "--timeout", "5m"])
+
+    def _run(self, args: list[str]) -> None:
+        out = self.helm(*args, check=False)
+        if out.returncode != 0:
+            raise AssertionError(f"helm {args[0]} failed ({out.returncode}):\n{out.stderr}"
+                                 f"{out.stdout}\n{diagnostics(self.plane, self.namespace)}")
+
+    def uninstall(self, *, keep_namespace: bool = False) -> None:
+        """``helm uninstall --wait``; then, as a user cleaning up does, the namespace
+        (``--create-namespace`` made it; helm leaves it and the hook Jobs' Secret)."""
+        out = self.helm("uninstall", self.name, "-n", self.namespace, "--wait",
+                        "--timeout", "3m", check=False)
+        if out.returncode != 0 and "not found" not in out.stderr:
+            raise AssertionError(f"helm uninstall failed:\n{out.stderr}{out.stdout}")
+        if not keep_namespace:
+            delete_namespace(self.plane, self.namespace)
+
+    def test(self) -> subprocess.CompletedProcess[str]:
+        """``helm test`` (its pods' logs included in the output)."""
+        return self.helm("test", self.name, "-n", self.namespace, "--logs", check=False)
+
+    def wait_pods(self, *, webhooks: int = 2, reconcilers: int = 2) -> list[dict[str, Any]]:
+        return (wait_ready(self.plane, self.namespace, selector=WEBHOOK, count=webhooks)
+                + wait_ready(self.plane, self.namespace, selector=RECONCILER,
+                             count=reconcilers))

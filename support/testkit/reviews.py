@@ -1,0 +1,121 @@
+"""Builders for AdmissionReviews and objects used by the HTTP tests and the bench.
+
+Plain functions returning fresh dicts, so a test can change one field without
+affecting another test. The object shapes come from support/testkit/objects.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from typing import Any
+
+from testkit.objects import k8s_object
+
+API_VERSION = "admission.k8s.io/v1"
+
+GVK = {
+    "Stage": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Stage"},
+    "RolloutManager": {"group": "argoproj.io", "version": "v1alpha1", "kind": "RolloutManager"},
+    "Freight": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Freight"},
+}
+RESOURCE = {"Stage": "stages", "RolloutManager": "rolloutmanagers", "Freight": "freights"}
+
+SHA256 = "4e1243bd22c66e76c2ba9eddc1f91394e57f9f83c5e0e8e1b1a0bcc1b2c3d4e5"
+
+
+def stage(spec: dict[str, Any] | None = None, *, name: str = "prod",
+          namespace: str = "guestbook") -> dict[str, Any]:
+    return k8s_object("Stage", name=name, namespace=namespace, spec=spec)
+
+
+def valid_stage(**kwargs: Any) -> dict[str, Any]:
+    """A typical Stage: two templates, two args, run metadata; already defaulted."""
+    return stage({
+        "subscriptions": {"upstreamStages": [{"name": "staging"}]},
+        "analysis": {
+            "templates": [
+                {"templateName": "success-rate", "clusterScope": False},
+                {"templateName": "latency", "clusterScope": True},
+            ],
+            "args": [
+                {"name": "service-name", "value": "guestbook-svc.default.svc.cluster.local"},
+                {"name": "api-token",
+                 "valueFrom": {"secretKeyRef": {"name": "prom", "key": "token"}}},
+            ],
+            "analysisRunMetadata": {"labels": {"team": "web"},
+                                    "annotations": {"example.com/note": "x"}},
+        },
+    }, **kwargs)
+
+
+def invalid_stage(**kwargs: Any) -> dict[str, Any]:
+    """Two errors: an unquoted number and a duplicate arg name."""
+    obj = valid_stage(**kwargs)
+    obj["spec"]["analysis"]["args"] = [
+        {"name": "port", "value": 8080},
+        {"name": "port", "value": "8080"},
+    ]
+    return obj
+
+
+def rollout_manager(plugins: dict[str, Any] | None = None, *, name: str = "argo-rollouts",
+                    namespace: str = "argo-rollouts") -> dict[str, Any]:
+    spec = {"plugins": plugins} if plugins is not None else None
+    return k8s_object("RolloutManager", name=name, namespace=namespace, spec=spec)
+
+
+def valid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
+    return rollout_manager({
+        "trafficManagement": [{
+            "name": "argoproj-labs/gatewayAPI",
+            "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi"
+                        "/releases/download/v0.4.0/gatewayapi-plugin-linux-amd64",
+            "sha256": SHA256,
+        }],
+        "metric": [{"name": "argoproj-labs/sample-prometheus",
+                    "location": "file:///plugins/metric-plugin"}],
+    }, **kwargs)
+
+
+def invalid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
+    """Three errors: no namespace in the name, http://, a SHA-1-length digest."""
+    return rollout_manager({
+        "trafficManagement": [{"name": "gatewayAPI", "location": "file:///plugins/gw"}],
+        "metric": [{"name": "argoproj-labs/sample-prometheus",
+                    "location": "http://example.com/metric-plugin",
+                    "sha256": "dac10cbf57633c9832a17f8c27d2ca34aa97dd3d"}],
+    }, **kwargs)
+
+
+def review(obj: dict[str, Any] | None, *, operation: str = "CREATE", uid: str = "uid-1",
+           old: dict[str, Any] | None = None, kind: str | None = None,
+           sub_resource: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    source = obj or old or {}
+    kind = kind or source.get("kind", "Stage")
+    meta = source.get("metadata", {})
+    request: dict[str, Any] = {
+        "uid": uid,
+        "kind": GVK[kind],
+        "resource": {"group": GVK[kind]["group"], "version": "v1alpha1",
+                     "resource": RESOURCE[kind]},
+        "requestKind": GVK[kind],
+        "name": meta.get("name", ""),
+        "namespace": meta.get("namespace", ""),
+        "operation": operation,
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": copy.deepcopy(obj),
+        "oldObject": copy.deepcopy(old),
+        "dryRun": dry_run,
+        "options": None,
+    }
+    if sub_resource:
+        request["subResource"] = sub_resource
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": request}
+
+
+def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert response.get("patchType") == "JSONPatch"
+    ops: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
+    return ops

@@ -1,0 +1,425 @@
+"""The chart's values as users meet them: values.schema.json refuses a wrong type and an
+unknown key in `helm lint` and `helm template` with the value's path, and takes
+`global`; every default renders; the pod values (extraEnv, volumes, podLabels, security
+contexts, priorityClassName, topologySpreadConstraints, probe timings, PDBs) reach the
+pods; the image tag defaults to the appVersion; the NetworkPolicies; NOTES.txt for each
+certificate source, whose invalid Stage rollgate denies on the test plane; and the chart
+README's values table is what `make chart-docs` generates."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from harness import chart, chart_docs
+from harness.kits.plane import tool_or_fail
+from testkit.paths import REPO_ROOT
+
+SCHEMA = json.loads((chart.CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((chart.CHART / "values.yaml").read_text())
+
+
+def deployment(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == "Deployment"
+                and o["metadata"]["name"] == name]
+    return found
+
+
+def pod_spec(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = deployment(objects, name)["spec"]["template"]["spec"]
+    return spec
+
+
+def named(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+# ---------------------------------------------------------------- the schema
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ({"webhook": {"replicas": "two"}}, "at '/webhook/replicas': got string, want integer"),
+    ({"webhook": {"replicaz": 2}}, "at '/webhook': additional properties 'replicaz' not allowed"),
+    ({"reconciler": {"podDisruptionBudget": {"minAvailible": 1}}},
+     "at '/reconciler/podDisruptionBudget': additional properties 'minAvailible' not allowed"),
+    ({"certificates": {"source": "jobs"}}, "at '/certificates/source'"),
+    ({"webhook": {"startupProbe": {"periodSeconds": "1s"}}},
+     "at '/webhook/startupProbe/periodSeconds': got string, want integer"),
+    ({"networkPolicy": {"reconciler": {"metricsNamespaceSelector": {"matchLabel": {}}}}},
+     "additional properties 'matchLabel' not allowed"),
+    ({"replicas": 2}, "additional properties 'replicas' not allowed"),
+    ({"webhook": {"failurePolicy": "Warn"}}, "at '/webhook/failurePolicy'"),
+    ({"admissionPolicy": {"enabled": "yes"}},
+     "at '/admissionPolicy/enabled': got string, want boolean"),
+], ids=["wrong-type", "unknown-key", "nested-typo", "enum", "probe", "label-selector",
+        "top-level", "failure-policy", "admission-policy"])
+def test_lint_and_template_refuse_a_value_the_schema_does_not_allow(values, says):
+    tool_or_fail()
+    lint = chart.lint(values)
+    assert lint.returncode != 0
+    assert says in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    template = chart.template(values, check=False)
+    assert template.returncode != 0
+    assert "values don't meet the specifications of the schema" in template.stderr
+    assert says in template.stderr, template.stderr
+
+
+def test_global_values_are_accepted():
+    """A parent chart's `global` (or a user's) is Helm's, not a typo."""
+    tool_or_fail()
+    values = {"global": {"foo": "bar", "imageRegistry": "registry.invalid"}}
+    out = chart.lint(values)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert chart.render(values) == chart.render()
+
+
+def test_every_default_renders_and_keeps_the_schema():
+    """values.yaml passed back as a values file renders what no values render, lints
+    clean, and validates against the schema (a draft-07 schema, checked as one)."""
+    tool_or_fail()
+    jsonschema.Draft7Validator.check_schema(SCHEMA)
+    jsonschema.Draft7Validator(SCHEMA).validate(DEFAULTS)
+    assert chart.render(DEFAULTS) == chart.render()
+    out = chart.lint(DEFAULTS)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# Items of Kubernetes' own lists, of which the schema names only the fields they need.
+FREE_ITEMS = ("/definitions/envVars/items", "/definitions/volumes/items",
+              "/definitions/volumeMounts/items")
+
+
+def test_every_object_the_chart_defines_is_closed():
+    """additionalProperties: false wherever the schema lists properties (the free-form
+    maps list none) but in FREE_ITEMS, and every value is typed."""
+    def walk(node: Any, path: str) -> list[str]:
+        open_ = []
+        if isinstance(node, dict):
+            if ("properties" in node and node.get("additionalProperties") is not False
+                    and path not in FREE_ITEMS):
+                open_.append(path)
+            for key, child in node.items():
+                open_ += walk(child, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, child in enumerate(node):
+                open_ += walk(child, f"{path}/{i}")
+        return open_
+
+    assert walk(SCHEMA, "") == []
+    # Raises on a key of values.yaml without a schema entry, or the other way round.
+    rows = chart_docs.rows((chart.CHART / "values.yaml").read_text(), SCHEMA)
+    assert all(r.type != "any" for r in rows), [r.key for r in rows if r.type == "any"]
+
+
+def test_the_schema_enums_are_the_processes_choices():
+    from reconciler.controllers import REGISTRY
+    from reconciler.options import DEFAULT_CONTROLLERS
+    from reconciler.plugins.decisions import FLAG_MODES
+    from reconciler.verification.options import MODES
+
+    reconciler = SCHEMA["properties"]["reconciler"]["properties"]
+    assert sorted(reconciler["stageVerification"]["enum"]) == sorted(MODES)
+    assert sorted(reconciler["pluginsMode"]["enum"]) == sorted(FLAG_MODES)
+    assert sorted(reconciler["controllers"]["items"]["enum"]) == sorted(
+        k for k in REGISTRY if "/" not in k)
+    assert DEFAULTS["reconciler"]["controllers"] == list(DEFAULT_CONTROLLERS)
+
+
+# ---------------------------------------------------------------- pod values
+
+
+def test_pod_values_reach_both_deployments():
+    tool_or_fail()
+    env = [{"name": "HTTPS_PROXY", "value": "http://proxy.invalid:3128"}]
+    volume = {"name": "corp-ca", "configMap": {"name": "corp-ca"}}
+    mount = {"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}
+    zone = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule"}
+    common = {"extraEnv": env, "volumes": [volume], "volumeMounts": [mount],
+              "podLabels": {"team": "platform", "app.kubernetes.io/name": "not-this"},
+              "priorityClassName": "system-cluster-critical",
+              "topologySpreadConstraints": [zone],
+              "podSecurityContext": {"runAsUser": None, "runAsGroup": None},
+              "containerSecurityContext": {"allowPrivilegeEscalation": None},
+              "readinessProbe": {"periodSeconds": 7}}
+    openshift = {"runAsUser": None, "runAsGroup": None, "fsGroup": None}
+    objects = chart.render({
+        "webhook": {**common, "podSecurityContext": openshift},
+        "reconciler": {**common, "pluginsCA": {"configMap": "corp"}}})
+    for name, chart_env, chart_volumes in (
+            ("rollgate-webhook", ["TMPDIR"], ["tls", "tmp"]),
+            ("rollgate-reconciler", ["PYTHONDONTWRITEBYTECODE", "POD_NAMESPACE"],
+             ["plugins-ca"])):
+        template = deployment(objects, name)["spec"]["template"]
+        spec = template["spec"]
+        (container,) = spec["containers"]
+        # The chart's own come first; the user's are appended.
+        assert [e["name"] for e in container["env"]] == [*chart_env, "HTTPS_PROXY"]
+        assert [v["name"] for v in spec["volumes"]] == [*chart_volumes, "corp-ca"]
+        assert container["volumeMounts"][-1] == mount
+        assert spec["volumes"][-1] == volume
+        # The selector label stays the chart's.
+        assert template["metadata"]["labels"] == {
+            "app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "rollgate",
+            "team": "platform"}
+        assert spec["priorityClassName"] == "system-cluster-critical"
+        # A constraint without labelSelector selects the pods' own name.
+        assert spec["topologySpreadConstraints"] == [
+            {**zone, "labelSelector": {"matchLabels": {"app.kubernetes.io/name": name}}}]
+        # null removes a default key: OpenShift's restricted SCC assigns the user.
+        assert spec["securityContext"] == {"runAsNonRoot": True,
+                                           "seccompProfile": {"type": "RuntimeDefault"}}
+        assert container["securityContext"] == {"readOnlyRootFilesystem": True,
+                                                 "capabilities": {"drop": ["ALL"]}}
+        assert container["readinessProbe"]["periodSeconds"] == 7
+        assert container["readinessProbe"]["timeoutSeconds"] == 3
+    # The certificate Jobs and the test pod follow the webhook's security contexts.
+    hooks = [o for o in objects if o["kind"] in ("Job", "Pod")]
+    assert len(hooks) == 3
+    for obj in hooks:
+        spec = obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
+        assert spec["securityContext"] == {"runAsNonRoot": True,
+                                           "seccompProfile": {"type": "RuntimeDefault"}}
+        assert spec["containers"][0]["securityContext"] == {
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_pod_defaults_are_the_fixed_values_they_replace():
+    """The defaults render what the templates hard-coded before they became values."""
+    tool_or_fail()
+    objects = chart.render()
+    restricted = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                  "capabilities": {"drop": ["ALL"]}}
+    timings = {"startupProbe": (1, 3, 60), "readinessProbe": (5, 3, 3),
+               "livenessProbe": (10, 3, 3)}
+    for name, fs_group in (("rollgate-webhook", {"fsGroup": 65532}),
+                           ("rollgate-reconciler", {})):
+        spec = pod_spec(objects, name)
+        assert spec["securityContext"] == {
+            "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, **fs_group,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+        (container,) = spec["containers"]
+        assert container["securityContext"] == restricted
+        assert spec["topologySpreadConstraints"] == [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": name}}}]
+        assert "priorityClassName" not in spec
+        for probe, (period, timeout, failures) in timings.items():
+            assert (container[probe]["periodSeconds"], container[probe]["timeoutSeconds"],
+                    container[probe]["failureThreshold"]) == (period, timeout, failures)
+    pdbs = named(objects, "PodDisruptionBudget")
+    assert {n: p["spec"]["minAvailable"] for n, p in pdbs.items()} == {
+        "rollgate-webhook": 1, "rollgate-reconciler": 1}
+    assert pdbs["rollgate-reconciler"]["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "rollgate-reconciler"}}
+    off = chart.render({"reconciler": {"podDisruptionBudget": {"enabled": False}}})
+    assert list(named(off, "PodDisruptionBudget")) == ["rollgate-webhook"]
+
+
+def test_image_tag_defaults_to_the_app_version():
+    """image.tag "" is the chart's appVersion, which is the project's version."""
+    tool_or_fail()
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert chart.app_version() == project["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chart.app_version())
+
+    def images(values: dict[str, Any]) -> set[str]:
+        objects = chart.render(values)
+        return {c["image"] for o in objects if o["kind"] in ("Deployment", "Job", "Pod")
+                for c in (o["spec"].get("template", o)["spec"]["containers"])}
+
+    assert images({}) == {f"ghcr.io/rollgate/rollgate:{chart.app_version()}"}
+    assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3"}}) == {
+        "registry.invalid/rg:1.2.3"}
+
+
+# ---------------------------------------------------------------- NetworkPolicy
+
+
+def test_network_policies_only_when_enabled():
+    tool_or_fail()
+    assert not named(chart.render(), "NetworkPolicy")
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}]
+    objects = chart.render({"networkPolicy": {
+        "enabled": True, "reconciler": {"metricsNamespaceSelector": selector,
+                                        "egress": egress}}})
+    policies = named(objects, "NetworkPolicy")
+    webhook, reconciler = (policies["rollgate-webhook"]["spec"],
+                           policies["rollgate-reconciler"]["spec"])
+    # The webhook port from anywhere (no `from`): the API server's address is unknowable.
+    assert webhook == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "rollgate-webhook"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"ports": [{"port": 8443, "protocol": "TCP"}]}]}
+    assert reconciler == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "rollgate-reconciler"}},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": [{"namespaceSelector": selector}],
+                     "ports": [{"port": 8080, "protocol": "TCP"}]}],
+        "egress": egress}
+    # Without a selector: every namespace ({} selects all).
+    default = named(chart.render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert default["rollgate-reconciler"]["spec"]["ingress"][0]["from"] == [
+        {"namespaceSelector": {}}]
+
+
+def test_failure_policy_and_the_admission_policy_follow_the_values():
+    """webhook.failurePolicy sets the two validating webhooks (the mutating one only
+    normalises, so it stays Ignore); admissionPolicy.enabled adds the policies, off by
+    default."""
+    tool_or_fail()
+
+    def policies(objects: list[dict[str, Any]]) -> dict[str, str]:
+        return {w["name"]: w["failurePolicy"] for o in objects
+                if o["kind"].endswith("WebhookConfiguration") for w in o["webhooks"]}
+
+    default = chart.render()
+    assert set(policies(default).values()) == {"Fail", "Ignore"}
+    assert policies(default)["mutate-rolloutmanagers.rollgate.dev"] == "Ignore"
+    assert not [o for o in default if o["kind"].startswith("ValidatingAdmissionPolicy")]
+    backstop = chart.render({"webhook": {"failurePolicy": "Ignore"},
+                             "admissionPolicy": {"enabled": True}})
+    assert set(policies(backstop).values()) == {"Ignore"}
+    bound = {o["metadata"]["name"]: o["spec"]["policyName"] for o in backstop
+             if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert bound == {"rollgate-stages": "rollgate-stages",
+                     "rollgate-rolloutmanagers": "rollgate-rolloutmanagers"}
+    for policy in named(backstop, "ValidatingAdmissionPolicy").values():
+        # The same namespaces as the webhooks: the release's own and excludedNamespaces.
+        assert policy["spec"]["matchConstraints"]["namespaceSelector"][
+            "matchExpressions"][0]["values"] == ["kube-system", "rollgate-system"]
+
+
+# ---------------------------------------------------------------- NOTES.txt
+
+
+def stage_example(notes: str) -> tuple[str, str]:
+    """The notes' `kubectl apply --dry-run=server ... <<'EOF'` line and its document."""
+    match = re.search(r"^(kubectl apply --dry-run=server .*) <<'EOF'\n(.*?)^EOF$", notes,
+                      re.MULTILINE | re.DOTALL)
+    assert match, notes
+    return match.group(1), match.group(2)
+
+
+@pytest.mark.parametrize("source", ["job", "cert-manager", "secret"])
+def test_notes_say_what_was_installed_and_where_the_certificate_comes_from(source):
+    tool_or_fail()
+    notes = chart.notes({"certificates": {"source": source}})
+    for line in ("release\nrollgate in namespace rollgate-system",
+                 "Deployment rollgate-webhook (2 pods)",
+                 "Deployment rollgate-reconciler (2 pods, leader-elected)",
+                 f"Secret rollgate-webhook-tls (certificates.source={source})",
+                 "kubectl -n rollgate-system get pods",
+                 "helm test rollgate -n rollgate-system --logs",
+                 "kubectl apply --dry-run=server -n default -f - <<'EOF'"):
+        assert line in notes, (line, notes)
+    flat = " ".join(notes.split())
+    if source == "job":
+        assert "a CA and a serving certificate valid 365 days" in flat
+        assert "Nothing renews them yet, and `helm upgrade` keeps the existing Secret" in flat
+    elif source == "cert-manager":
+        assert "Issuer/rollgate-ca" in flat
+        assert "for 8760h" in flat and "renews it 720h before it expires" in flat
+    else:
+        assert "You created it" in flat
+        assert "rollgate certs inject --ca-file ca.crt" in flat
+
+
+def test_notes_follow_the_values():
+    tool_or_fail()
+    notes = " ".join(chart.notes({
+        "certificates": {"source": "job", "job": {"days": 30}},
+        "selftest": {"enabled": False, "namespace": "shop"},
+        "webhook": {"replicas": 3}}).split())
+    assert "valid 30 days" in notes
+    assert "Deployment rollgate-webhook (3 pods)" in notes
+    assert "helm test" not in notes
+    assert "kubectl apply --dry-run=server -n shop -f -" in notes
+    secret = " ".join(chart.notes({"certificates": {"source": "secret",
+                                                    "caBundle": "Y2E="}}).split())
+    assert "caBundle is certificates.caBundle" in secret
+    assert "certs inject" not in secret
+    issuer = " ".join(chart.notes({"certificates": {"source": "cert-manager", "certManager": {
+        "issuerRef": {"name": "corp", "kind": "ClusterIssuer"}}}}).split())
+    assert "(issuer ClusterIssuer/corp)" in issuer
+
+
+def test_the_notes_invalid_stage_is_denied_by_rollgate(control_plane, namespace):
+    """The notes' command, run as written (in a fresh namespace), gets rollgate's
+    denial through the test plane's API server, naming both field paths."""
+    tool_or_fail()
+    command, document = stage_example(chart.notes())
+    assert command == "kubectl apply --dry-run=server -n default -f -"
+    out = control_plane.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
+                                input=document, check=False)
+    assert out.returncode != 0
+    assert 'admission webhook "validate-stages.rollgate.dev" denied the request' in (
+        out.stderr), out.stderr
+    for path in ("spec.verification.analysisTemplates[0].name",
+                 "spec.verification.args[0].name"):
+        assert path in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------- the chart README
+
+
+def test_chart_readme_values_table_is_generated():
+    """charts/rollgate/README.md carries what `make chart-docs` writes."""
+    readme = chart_docs.README.read_text()
+    assert chart_docs.with_table(readme, chart_docs.generated_table()) == readme, (
+        "charts/rollgate/README.md's values table is out of date: run `make chart-docs`")
+    # Every value (leaf or commented object) has its row.
+    for key in ("webhook.extraEnv", "reconciler.podDisruptionBudget.minAvailable",
+                "networkPolicy.reconciler.metricsNamespaceSelector", "image.tag"):
+        assert f"| `{key}` |" in readme
+
+
+def test_chart_docs_takes_the_comment_above_each_key_and_refuses_gaps():
+    text = """# file header, not a description
+
+# The section.
+top:
+  # First line
+  # second line.
+  a: 1
+  list:
+  # Not a value: inside a list.
+  - name: x
+    b: 2
+  # Described.
+  c: {d: 1}
+
+  # After a blank line.
+  e: ""
+"""
+    assert chart_docs.comments(text) == {"top": "The section.",
+                                         "top.a": "First line second line.",
+                                         "top.c": "Described.",
+                                         "top.e": "After a blank line."}
+    closed: dict[str, Any] = {"type": "object", "additionalProperties": False}
+    top: dict[str, Any] = {**closed, "properties": {
+        "a": {"type": "integer"}, "list": {"type": "array", "items": {"type": "object"}},
+        "c": {"type": "object"}, "e": {"enum": ["", "x"]}}}
+    schema = {**closed, "properties": {"top": top}}
+    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.list: no comment"):
+        chart_docs.rows(text, schema)
+    described = text.replace("  list:\n", "  # A list.\n  list:\n")
+    rows = chart_docs.rows(described, schema)
+    assert [(r.key, r.type, r.default) for r in rows] == [
+        ("top", "object", ""), ("top.a", "integer", "1"), ("top.list", "list of object",
+                                                          '[{"name": "x", "b": 2}]'),
+        ("top.c", "object", '{"d": 1}'), ("top.e", '"" | "x"', '""')]
+    assert '| `top.e` | "" \\| "x" | `""` | After a blank line. |' in chart_docs.table(rows)
+    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.f: in values\.yaml, not in"):
+        chart_docs.rows(described + "  # New.\n  f: 1\n", schema)
+    top["properties"]["g"] = {"type": "string"}
+    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.g: in the schema, not in"):
+        chart_docs.rows(described, schema)

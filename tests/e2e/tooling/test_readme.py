@@ -1,0 +1,245 @@
+"""The README as a user follows it.
+
+- Every command of the README's ``sh`` blocks runs as written, top to bottom in one
+  shell, from a clean environment: no venv on ``PATH`` but what the README itself
+  activates, an empty ``HOME``, a copy of ``examples/``, the kubectl built next to the
+  server on ``PATH`` and the test plane in ``KUBECONFIG`` (what ``make dev`` prints to
+  export). Each must exit 0, or the status its comment names (``(exit 1...``).
+  ``bash`` blocks are shown but not run (README "The rollgate command" says which).
+- The sample denial is what ``kubectl apply -f examples/invalid/stage.yaml`` prints.
+- The sample Stage status is what the real Kargo writes for ``make dev``'s example
+  promotion: the README's keys and every value it spells out (``...`` elides the rest),
+  with the ids that are deterministic (the example Freight's name and collection id).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.dev import demo as dev
+from harness.kits.kargo import running_kargo
+from harness.plane import ControlPlane
+from harness.upstream import kargo as kargo_upstream
+from reconciler.verification.naming import freight_collection_id
+from testkit.paths import REPO_ROOT
+from testkit.waits import wait_for
+from webhook.admission import review
+
+README = REPO_ROOT / "README.md"
+FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks(kind: str) -> list[str]:
+    return [body for lang, body in FENCE.findall(README.read_text()) if lang == kind]
+
+
+def commands(block: str) -> list[str]:
+    """The block's commands: continuation lines joined, blank and comment lines left out."""
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [line.strip() for line in joined.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def expected_exit(command: str) -> int:
+    found = re.search(r"#.*\(exit (\d+)", command)
+    return int(found.group(1)) if found else 0
+
+
+def script(all_commands: list[str], venv: Path) -> str:
+    """One shell session running every command, stopping at the first wrong exit."""
+    lines = ["set -u"]
+    for command in all_commands:
+        if command.split("#")[0].strip() == "make venv":
+            # Done before the tests (`make test` runs it); here: that it is done.
+            lines.append(f"test -x {shlex.quote(str(venv / 'bin' / 'rollgate'))} || "
+                         "{ echo 'make venv: no .venv/bin/rollgate' >&2; exit 97; }")
+            continue
+        want = expected_exit(command)
+        lines += [command, f"rc=$?; if [ $rc -ne {want} ]; then echo "
+                  f"{shlex.quote(f'README command exited $rc, not {want}: {command}')}"
+                  " >&2; exit 97; fi"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def demo_stage(control_plane: ControlPlane) -> Iterator[str]:
+    """``make dev``'s namespace with the example Stage, for the explain commands."""
+    ns = dev.DEMO_NAMESPACE
+    control_plane.kubectl("create", "namespace", ns, check=False)
+    for example in ("analysistemplate.yaml", "stage-test.yaml"):
+        control_plane.kubectl("apply", "-n", ns, "-f", str(REPO_ROOT / "examples" / example))
+    yield ns
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_every_readme_sh_command_runs_as_written(
+        control_plane: ControlPlane, demo_stage: str, tmp_path: Path) -> None:
+    found = [c for block in blocks("sh") for c in commands(block)]
+    # The README's own promises: the venv, validate, migrate, certs, explain.
+    for needed in ("make venv", "source .venv/bin/activate", "rollgate validate examples/",
+                   "rollgate migrate", "rollgate certs generate", "rollgate explain stage",
+                   "kubectl rollgate explain stage"):
+        assert any(c.startswith(needed) for c in found), needed
+    work = tmp_path / "clone"
+    work.mkdir()
+    shutil.copytree(REPO_ROOT / "examples", work / "examples")
+    (work / ".venv").symlink_to(REPO_ROOT / ".venv")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": f"{control_plane.binaries.kubectl.parent}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": str(home), "KUBECONFIG": str(control_plane.kubeconfig),
+           "LANG": "C.UTF-8"}
+
+    result = subprocess.run(["bash", "-c", script(found, REPO_ROOT / ".venv")], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+
+    assert result.returncode == 0, result.stderr[-4000:]
+    # What the commands left behind is what the README says they write.
+    findings = json.loads((work / "findings.json").read_text())
+    assert findings["summary"]["exitCode"] == 0
+    assert {p.name for p in (work / "certs-out").iterdir()} == {
+        "ca.crt", "ca.key", "tls.crt", "tls.key"}
+    migrated = yaml.safe_load((work / "examples" / "migrate" / "stage-analysis.yaml")
+                              .read_text())
+    assert "verification" in migrated["spec"] and "analysis" not in migrated["spec"]
+
+
+def test_without_the_venv_the_readme_says_what_to_do() -> None:
+    """The fresh shell of the issue: ``rollgate`` is not on PATH until activated, and
+    ``.venv/bin/rollgate`` works without activating."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+    bare = subprocess.run(["bash", "-c", "command -v rollgate"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert bare.returncode != 0
+    direct = subprocess.run([str(REPO_ROOT / ".venv" / "bin" / "rollgate"), "validate",
+                             "examples/stage-test.yaml"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, check=False)
+    assert direct.returncode == 0, direct.stderr
+
+
+# ---------------------------------------------------------------- the sample denial
+
+
+def test_the_sample_denial_is_what_kubectl_prints(kubectl: Any, namespace: str) -> None:
+    sample = next(b for b in blocks("text") if b.startswith('The Stage "broken" is invalid:'))
+
+    result = kubectl("apply", "-n", namespace, "-f",
+                     str(REPO_ROOT / "examples" / "invalid" / "stage.yaml"), check=False)
+
+    assert result.returncode == 1
+    assert [line.rstrip() for line in result.stderr.splitlines()] == (
+        sample.splitlines()), result.stderr
+
+
+def test_the_sample_denial_lists_the_webhooks_causes_in_its_order() -> None:
+    """The webhook's own answer (its AdmissionReview response, no kubectl in between):
+    the same causes, in the same order, as the README's lines."""
+    sample = next(b for b in blocks("text") if b.startswith('The Stage "broken" is invalid:'))
+    obj = yaml.safe_load((REPO_ROOT / "examples" / "invalid" / "stage.yaml").read_text())
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u", "operation": "CREATE", "namespace": "ns", "name": "broken",
+        "kind": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Stage"},
+        "resource": {"group": "kargo.akuity.io", "version": "v1alpha1", "resource": "stages"},
+        "object": obj}}
+
+    answer = review(body, action="validate", resource="stages").body["response"]
+
+    causes = answer["status"]["details"]["causes"]
+    assert [f"* {c['field']}: {c['message']}" for c in causes] == sample.splitlines()[1:]
+
+
+# ---------------------------------------------------------------- the sample status
+
+
+@pytest.fixture(scope="module")
+def kargo(control_plane: ControlPlane) -> Iterator[Any]:
+    """Kargo's controller and its webhooks, as ``make dev`` runs them (the webhooks
+    complete ``examples/kargo/promotion.yaml`` as they complete every Promotion)."""
+    with running_kargo(control_plane, name="kargo-readme", webhooks=True) as proc:
+        yield proc
+
+
+@pytest.fixture
+def demo_health() -> Iterator[str]:
+    """``make dev``'s stand-in health endpoint, on a free port (18089 may be taken)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), dev.DemoHealth)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def matches(sample: Any, real: Any, where: str = "status") -> list[str]:
+    """Where ``real`` differs from ``sample``: every key the sample has, every value it
+    spells out; a string with ``...`` stands for any text between its two ends."""
+    if isinstance(sample, dict):
+        if not isinstance(real, dict):
+            return [f"{where}: {real!r} is not a map"]
+        return [m for k, v in sample.items()
+                for m in (matches(v, real[k], f"{where}.{k}") if k in real
+                          else [f"{where}.{k}: missing"])]
+    if isinstance(sample, list) and sample and all(
+            isinstance(v, dict) and "type" in v for v in sample):
+        # Conditions: by type, whatever order the writer keeps them in.
+        by_type = {c.get("type"): c for c in real if isinstance(c, dict)} if isinstance(
+            real, list) else {}
+        return [m for v in sample for m in (
+            matches(v, by_type[v["type"]], f"{where}[type={v['type']}]")
+            if v["type"] in by_type else [f"{where}[type={v['type']}]: missing"])]
+    if isinstance(sample, list):
+        if not isinstance(real, list) or len(real) < len(sample):
+            return [f"{where}: {real!r} is shorter than the sample"]
+        return [m for i, v in enumerate(sample) for m in matches(v, real[i], f"{where}[{i}]")]
+    if isinstance(sample, str) and "..." in sample:
+        head, _, tail = sample.partition("...")
+        ok = isinstance(real, str) and real.startswith(head) and real.endswith(tail)
+        return [] if ok else [f"{where}: {real!r} is not {sample!r}"]
+    return [] if sample == real else [f"{where}: {real!r}, the README says {sample!r}"]
+
+
+def test_the_sample_status_is_what_kargo_writes_for_the_example_promotion(
+        control_plane: ControlPlane, kargo: Any, argo_rollouts: Any,
+        demo_health: str, namespace: str, tmp_path: Path) -> None:
+    freight_name = dev.DEMO_FREIGHT["guestbook"]
+    ns = kargo_upstream.project_namespace(control_plane, namespace)
+    examples = REPO_ROOT / "examples"
+    for path in (examples / "kargo" / "warehouse.yaml", examples / "freight.yaml",
+                 examples / "analysistemplate.yaml"):
+        control_plane.kubectl("apply", "-n", ns, "-f", str(path))
+    stage = yaml.safe_load((examples / "stage-test.yaml").read_text())
+    stage["spec"]["verification"]["args"][0]["value"] = demo_health
+    control_plane.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(stage))
+    # What the README tells users to run.
+    control_plane.kubectl("create", "-n", ns, "-f", str(examples / "kargo" / "promotion.yaml"))
+
+    def verified() -> dict[str, Any] | None:
+        obj = json.loads(control_plane.kubectl("get", "stage", "test", "-n", ns, "-o",
+                                               "json").stdout)
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        done = any(c.get("type") == "Verified" and c.get("status") == "True"
+                   for c in conditions)
+        return obj if done else None
+
+    real = wait_for("Kargo to verify the example promotion", verified, timeout=120)["status"]
+
+    (tmp_path / "status.yaml").write_text(yaml.safe_dump(real))
+    sample_block = next(b for b in blocks("yaml") if b.startswith("status:\n  freightHistory:"))
+    sample = yaml.safe_load(sample_block.replace(dev.DEMO_NAMESPACE, namespace))["status"]
+    assert dev.DEMO_NAMESPACE in sample_block  # the README shows make dev's namespace
+    assert freight_name in sample_block
+    assert freight_collection_id([freight_name]) in sample_block
+    assert matches(sample, real) == [], yaml.safe_dump(real)
+    freight = json.loads(control_plane.kubectl("get", "freight", freight_name, "-n", ns,
+                                               "-o", "json").stdout)
+    assert "test" in freight["status"]["verifiedIn"]

@@ -1,0 +1,48 @@
+"""The certificate notAfter gauge across gunicorn workers: a worker that has loaded the
+app but not yet read its certificate must not show on /metrics as notAfter 0, which
+would fire the expiry alerts while a worker starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cryptography import x509
+
+import certs
+from testkit.paths import REPO_ROOT
+
+# Runs as a worker does: PROMETHEUS_MULTIPROC_DIR set before prometheus-client is
+# imported, the metrics module imported with the app, the certificate recorded later.
+_WORKER = """
+import json, sys
+from webhook import metrics
+
+def samples():
+    text = metrics.exposition()[0].decode()
+    return [float(line.split()[-1]) for line in text.splitlines()
+            if line.startswith("rollgate_webhook_certificate_not_after_timestamp_seconds")]
+
+booting = samples()
+metrics.record_certificate(sys.argv[1])
+print(json.dumps({"booting": booting, "ready": samples()}))
+"""
+
+
+def test_a_starting_worker_shows_no_notafter_until_it_read_its_certificate(
+        tmp_path: Path) -> None:
+    paths = certs.generate(tmp_path / "certs")
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", _WORKER, str(paths.tls_cert)], cwd=REPO_ROOT,
+        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)},
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    seen = json.loads(result.stdout)
+    not_after = x509.load_pem_x509_certificate(
+        paths.tls_cert.read_bytes()).not_valid_after_utc.timestamp()
+    assert seen == {"booting": [], "ready": [not_after]}

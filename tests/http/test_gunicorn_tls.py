@@ -1,0 +1,289 @@
+"""The real server: ``python -m webhook`` (gunicorn, gthread, TLS) with certificates
+from ``certs.generate``, reached over HTTPS on loopback as the API server would."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+import certs
+from testkit import reviews
+from testkit.paths import REPO_ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _der(pem_path: Path) -> bytes:
+    return x509.load_pem_x509_certificate(pem_path.read_bytes()).public_bytes(Encoding.DER)
+
+
+class Server:
+    def __init__(self, port: int, ca_file: Path, log: Path,
+                 proc: subprocess.Popen[bytes]) -> None:
+        self.port = port
+        self.ca_file = ca_file
+        self.log = log
+        self.proc = proc
+
+    def context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def connect(self, context: ssl.SSLContext | None = None) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10,
+                                           context=context or self.context())
+
+    def served_cert(self) -> bytes:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw, \
+                self.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            cert = tls.getpeercert(binary_form=True)
+            assert cert is not None  # a verified handshake: the server sent one
+            return cert
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, certs.CertPaths]]:
+    with _serve(tmp_path, workers=2, threads=2) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _serve(tmp_path: Path, *, workers: int, threads: int, extra: tuple[str, ...] = ()
+           ) -> Iterator[tuple[Server, certs.CertPaths]]:
+    paths = certs.generate(tmp_path / "certs")
+    port = _free_port()
+    log = tmp_path / "webhook.log"
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
+             "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
+             "--workers", str(workers), "--threads", str(threads), *extra],
+            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+    srv = Server(port, paths.ca_cert, log, proc)
+    try:
+        deadline = time.monotonic() + 30  # start-up wait, not an assertion on speed
+        while True:
+            try:
+                conn = srv.connect()
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    conn.close()
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"webhook did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield srv, paths
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+AEAD_TLS12 = ("ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256",
+              "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-AES256-GCM-SHA384",
+              "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-CHACHA20-POLY1305")
+
+
+def _tls12_client(ciphers: str) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_ciphers(ciphers + ":@SECLEVEL=0")
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+def test_real_gunicorn_over_tls(server):
+    srv, paths = server
+
+    # A review over HTTPS, verified against the generated CA; two on one kept-alive
+    # connection, as the API server sends them.
+    conn = srv.connect()
+    body = json.dumps(reviews.review(reviews.invalid_rollout_manager(), uid="tls-1"))
+    conn.request("POST", "/validate/rolloutmanagers", body=body,
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    answer = json.loads(resp.read())["response"]
+    assert answer["uid"] == "tls-1"
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 422
+    first_socket = conn.sock
+    conn.request("POST", "/mutate/stages",
+                 body=json.dumps(reviews.review(reviews.valid_stage(), uid="tls-2")),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert json.loads(resp.read())["response"] == {"uid": "tls-2", "allowed": True}
+    assert conn.sock is first_socket, "connection was not kept alive"
+    # gunicorn hands Flask a chunked body cut at the limit instead of refusing it; the
+    # answer must still be 413, not a 400 about truncated JSON.
+    big = (b'{"x": "' + b"a" * (8 * 1024 * 1024) + b'"}',)
+    conn.request("POST", "/validate/stages", body=iter(big), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 413
+    conn.close()
+    conn = srv.connect()
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    assert 'endpoint="/validate/rolloutmanagers",result="denied"' in metrics
+    conn.close()
+
+    # TLS 1.1 is refused by the server. The client is allowed everything down to
+    # TLS 1.0 (security level 0), so the refusal cannot come from the client side.
+    old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    old.check_hostname = False
+    old.verify_mode = ssl.CERT_NONE
+    old.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():  # the point of this client is to be deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old.minimum_version = ssl.TLSVersion.TLSv1
+        old.maximum_version = ssl.TLSVersion.TLSv1_1
+    with pytest.raises(ssl.SSLError), socket.create_connection(
+            ("127.0.0.1", srv.port), timeout=10) as raw:
+        old.wrap_socket(raw).close()
+    modern = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    modern.check_hostname = False
+    modern.verify_mode = ssl.CERT_NONE
+    modern.set_ciphers("DEFAULT:@SECLEVEL=0")
+    modern.maximum_version = ssl.TLSVersion.TLSv1_2
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+            modern.wrap_socket(raw) as tls:
+        assert tls.version() == "TLSv1.2"
+        cipher = tls.cipher()
+        assert cipher is not None and cipher[0] in AEAD_TLS12  # the server picks AEAD
+
+    # TLS 1.2 with CBC suites only (what OpenSSL's defaults used to add) is refused;
+    # each AEAD suite on its own is accepted.
+    cbc = _tls12_client("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384:"
+                        "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA")
+    with pytest.raises(ssl.SSLError), socket.create_connection(
+            ("127.0.0.1", srv.port), timeout=10) as raw:
+        cbc.wrap_socket(raw).close()
+    for suite in AEAD_TLS12:
+        if "RSA" in suite:
+            continue  # the test certificate is ECDSA
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw, \
+                _tls12_client(suite).wrap_socket(raw) as tls:
+            cipher = tls.cipher()
+            assert cipher is not None and cipher[0] == suite
+
+    # Rotation: new files on disk, and new connections get the new certificate.
+    assert srv.served_cert() == _der(paths.tls_cert)
+    old_der = _der(paths.tls_cert)
+    assert _not_after_gauge(srv) == _not_after(paths.tls_cert)
+    certs.generate(paths.out_dir, reuse_ca=True, days=30)
+    new_der = _der(paths.tls_cert)
+    assert new_der != old_der
+    # each worker process reloads on its next connection; try enough connections to
+    # reach both workers
+    served = {srv.served_cert() for _ in range(6)}
+    assert served == {new_der}, "a connection was served the old certificate"
+    assert "certificate reloaded" in srv.log.read_text()
+    # /metrics shows the earliest notAfter among the workers: every one serves the new.
+    assert _not_after_gauge(srv) == _not_after(paths.tls_cert)
+
+
+def _not_after(path: Path) -> float:
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    return cert.not_valid_after_utc.timestamp()
+
+
+def _not_after_gauge(srv: Server) -> float:
+    """rollgate_webhook_certificate_not_after_timestamp_seconds as /metrics shows it."""
+    conn = srv.connect()
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    [value] = [float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("rollgate_webhook_certificate_not_after_timestamp_seconds")]
+    return value
+
+
+def _review(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResponse:
+    conn.request("POST", "/validate/stages",
+                 body=json.dumps(reviews.review(reviews.valid_stage(), uid=uid)),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    resp.read()
+    return resp
+
+
+def test_a_stopping_server_answers_kept_alive_connections_then_closes_them(
+        tmp_path: Path) -> None:
+    """After SIGTERM (the pod is being replaced) the API server still sends reviews on
+    the connections it pooled: each is answered, with ``Connection: close``, for longer
+    than gunicorn's own 2 s; a connection the client never uses again is closed by the
+    server only after that, and the server exits inside its graceful timeout."""
+    with _serve(tmp_path, workers=1, threads=2) as (srv, _paths):
+        used, idle = srv.connect(), srv.connect()
+        assert _review(used, "before").getheader("Connection") != "close"
+        assert _review(idle, "idle").status == 200
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(4)  # past gunicorn's 2 s, inside the worker's stop linger
+        late = _review(used, "late")
+        assert late.status == 200
+        assert late.getheader("Connection") == "close"
+        assert idle.sock is not None
+        assert idle.sock.recv(1) == b"", "the idle connection was not closed by the server"
+        assert srv.proc.wait(timeout=15) == 0
+
+
+def test_silent_and_stalled_connections_do_not_starve_the_server(tmp_path):
+    """Connections that never finish the TLS handshake must not hold the worker's
+    threads: 16 that send nothing and 4 that stop after the first byte of a
+    ClientHello, against one worker with 4 threads. /healthz answers while they are
+    held, and the server closes them once the request deadline is over."""
+    with _serve(tmp_path, workers=1, threads=4,
+                extra=("--request-timeout", "2")) as (srv, _paths):
+        idle = []
+        try:
+            for _ in range(16):
+                idle.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+            for _ in range(4):
+                stalled = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                stalled.sendall(b"\x16")  # a TLS record header, cut short
+                idle.append(stalled)
+            time.sleep(0.5)
+            conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=10,
+                                               context=srv.context())
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().status == 200
+            conn.close()
+            # The stalled ones are cut by the server (EOF), not left open forever.
+            for s in idle:
+                assert s.recv(1) == b""
+            log = srv.log.read_text()
+            assert "Traceback" not in log
+        finally:
+            for s in idle:
+                s.close()

@@ -1,0 +1,198 @@
+"""The look-ups' failure behaviour: an unreachable API server means "unavailable"
+(schemas then skips the cross-object warnings), never an exception the webhook has to
+survive; and the cache forgets on time and stays bounded."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from kubernetes import client as k8s
+from prometheus_client import generate_latest
+
+import schemas
+import webhook
+from testkit import reviews
+from webhook.config import WebhookConfig
+from webhook.lookups import ClusterLookups, TTLCache
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port  # nothing listens here once the socket is closed
+
+
+@pytest.fixture
+def unreachable_api() -> k8s.ApiClient:
+    cfg = k8s.Configuration()
+    cfg.host = f"https://127.0.0.1:{_closed_port()}"
+    cfg.retries = False
+    return k8s.ApiClient(cfg)
+
+
+def test_unreachable_api_server_is_lookup_unavailable(unreachable_api):
+    lookups = ClusterLookups(unreachable_api, timeout=1.0, ttl=5.0)
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("AnalysisTemplate", "guestbook", "success-rate")
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("ClusterAnalysisTemplate", "", "latency")
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.rollout_managers("argo-rollouts")
+    # the failure is remembered briefly: the second ask does not wait for the network
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("AnalysisTemplate", "guestbook", "success-rate")
+    text = generate_latest().decode()
+    assert 'rollgate_webhook_lookups_total{kind="AnalysisTemplate",result="error"}' in text
+
+
+def test_unknown_template_kind_is_not_looked_up(unreachable_api):
+    assert ClusterLookups(unreachable_api).template("Pod", "ns", "x") is None
+
+
+def test_webhook_with_unreachable_api_still_answers(unreachable_api):
+    app = webhook.create_app(WebhookConfig(api_client=unreachable_api, lookup_timeout=1.0))
+    resp = app.test_client().post("/validate/stages", json=reviews.review(reviews.valid_stage()))
+    assert resp.status_code == 200
+    answer = resp.get_json()["response"]
+    assert answer["allowed"] is True
+    assert not answer.get("warnings")
+
+
+def test_ttl_cache_expires_and_is_bounded():
+    now = [0.0]
+    cache = TTLCache(ttl=5.0, max_entries=2, clock=lambda: now[0])
+    cache.put(("AnalysisTemplate", "ns", "a"), {"spec": {}})
+    assert cache.get(("AnalysisTemplate", "ns", "a")) == (True, {"spec": {}})
+    cache.put(("AnalysisTemplate", "ns", "missing"), None)
+    assert cache.get(("AnalysisTemplate", "ns", "missing")) == (True, None)  # 404 is cached
+    now[0] = 5.0
+    assert cache.get(("AnalysisTemplate", "ns", "a")) == (False, None)
+    for name in "xyz":
+        cache.put(("AnalysisTemplate", "ns", name), name)
+    assert cache.get(("AnalysisTemplate", "ns", "x")) == (False, None)  # evicted (oldest)
+    assert cache.get(("AnalysisTemplate", "ns", "z")) == (True, "z")
+    cache.put(("k", "n", "short"), 1, ttl=1.0)
+    now[0] = 6.5
+    assert cache.get(("k", "n", "short")) == (False, None)
+
+
+@pytest.fixture
+def slow_api():
+    """A slow but alive API server: every GET answers 404 after 0.9 s, under the
+    per-call timeout of the look-ups below. ``api.gets`` lists the paths it was asked
+    for, so a test can count the look-ups a request made."""
+    import http.server
+    import threading
+    import time
+
+    gets: list[str] = []
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gets.append(self.path)
+            time.sleep(0.9)
+            body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}'
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # the client gave up (its budget ran out): expected here
+
+    server = Server(("127.0.0.1", 0), Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.retries = False
+    api = k8s.ApiClient(cfg)
+    api.gets = gets  # type: ignore[attr-defined]
+    yield api
+    server.shutdown()
+    server.server_close()
+
+
+def test_one_lookup_budget_per_admission_request(slow_api):
+    """Six templates at 0.9 s each would take 5.4 s, past the API server's 5 s webhook
+    timeout; the request's 1 s budget cuts that short and the answer comes without the
+    (now unknowable) template warnings. Counted, not timed: within a 1 s budget at most
+    two 0.9 s look-ups can start (the second with 0.1 s left); without one all six do."""
+    app = webhook.create_app(WebhookConfig(api_client=slow_api, lookup_timeout=1.0))
+    stage = reviews.valid_stage()
+    stage["spec"]["analysis"]["templates"] = [
+        {"templateName": f"t{i}", "clusterScope": False} for i in range(6)
+    ]
+    resp = app.test_client().post("/validate/stages", json=reviews.review(stage))
+    answer = resp.get_json()["response"]
+    assert answer["allowed"] is True
+    assert not answer.get("warnings")
+    assert 1 <= len(slow_api.gets) <= 2, slow_api.gets
+    # The next request gets a budget of its own (and nothing stale was cached).
+    app.test_client().post("/validate/stages", json=reviews.review(stage))
+    assert 2 <= len(slow_api.gets) <= 4, slow_api.gets
+
+
+def test_a_spent_budget_skips_the_fetch_and_caches_nothing(unreachable_api, monkeypatch):
+    lookups = ClusterLookups(unreachable_api, timeout=1.0, ttl=5.0)
+    calls: list[float] = []
+
+    def get(*a, **kw):
+        calls.append(kw["timeout"])
+        return {"spec": {}}
+
+    monkeypatch.setattr(lookups._rest, "get", get)
+    import time
+
+    with pytest.raises(schemas.LookupUnavailable):
+        lookups.template("AnalysisTemplate", "ns", "a", deadline=time.monotonic() - 1)
+    assert calls == []
+    # a fresh request is not affected, and each fetch waits at most the time left
+    assert lookups.template("AnalysisTemplate", "ns", "a",
+                            deadline=time.monotonic() + 0.5) == {"spec": {}}
+    assert len(calls) == 1 and calls[0] <= 0.5
+
+
+def test_a_forbidden_lookup_is_one_log_line_with_status_reason_and_object(caplog):
+    """While a namespace is deleted (or RBAC is missing) the API server answers 403;
+    the log says so in one line, without the client's dump of response headers."""
+    import http.server
+    import threading
+
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = (b'{"kind":"Status","apiVersion":"v1","status":"Failure",'
+                    b'"reason":"Forbidden","code":403,'
+                    b'"message":"analysistemplates.argoproj.io \\"t\\" is forbidden: no"}')
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Noise", "header-that-must-not-be-logged")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.retries = False
+    try:
+        with pytest.raises(schemas.LookupUnavailable):
+            ClusterLookups(k8s.ApiClient(cfg)).template("AnalysisTemplate", "ns", "t")
+    finally:
+        server.shutdown()
+        server.server_close()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rollgate.webhook.lookups"]
+    assert line == ('look-up of AnalysisTemplate/ns/t failed: API error 403 Forbidden: '
+                    'analysistemplates.argoproj.io "t" is forbidden: no')
+    assert "header-that-must-not-be-logged" not in caplog.text

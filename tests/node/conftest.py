@@ -1,0 +1,64 @@
+"""Fixtures for the tests on the node: rollgate as users run it, from its image, installed
+by its chart, in pods on a real kubelet (harness.node).
+
+One node per session, started on first use and stopped at the end: the host is compared
+with what it was before (harness.node.restore). The node's tests run after every other
+suite (they hold the machine's one node, and its pods should not share the two cores
+with the other suites). The host tests (test_host.py) start nodes of their own, so they
+run first, before the session's node exists. A node that cannot start fails the tests
+with the reason (kubelet's last log lines, the command that builds what is missing): a
+node test never skips itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import crds
+from harness.node.cluster import NodeCluster
+from harness.node.lock import NodeBusy
+from harness.paths import BinaryMissing
+from harness.plane import PlaneError, find_binaries
+
+HERE = Path(__file__).parent
+FIRST = HERE / "test_host.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Node tests last (host tests first among them), in their files' order."""
+    ours = [i for i in items if HERE in Path(i.fspath).parents]
+    others = [i for i in items if i not in ours]
+    host = [i for i in ours if Path(i.fspath) == FIRST]
+    items[:] = others + host + [i for i in ours if i not in host]
+    for item in ours:
+        item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[NodeCluster]:
+    try:
+        find_binaries(scheduler=True)
+    except BinaryMissing as err:
+        pytest.fail(str(err), pytrace=False)
+    cluster = NodeCluster(crds=crds.for_plane(), verbose=True)
+    try:
+        cluster.start()
+    except (PlaneError, NodeBusy) as err:
+        pytest.fail(f"the node did not start: {err}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def namespace(node: NodeCluster) -> Iterator[str]:
+    """A fresh namespace per test for the objects a user applies."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    node.plane.kubectl("create", "namespace", name)
+    yield name
+    node.plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
