@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from certs.lifetimes import CA_LIFETIME, SERVING_LIFETIME
 from certs.pki import build_ca, cert_pem, issue_certificate, key_pem
 
 CA_CERT = "ca.crt"
@@ -49,17 +50,22 @@ def service_sans(*, service: str, namespace: str, extra_sans: Iterable[str] = ()
     return list(dict.fromkeys(n for n in names if n))
 
 
+def ca_common_name(*, service: str, namespace: str) -> str:
+    return f"rollgate-ca@{service}.{namespace}"
+
+
 def build_serving_cert(
     *,
     ca_cert: x509.Certificate,
     ca_key: ec.EllipticCurvePrivateKey,
     sans: list[str],
-    days: int,
+    lifetime: dt.timedelta,
     now: dt.datetime | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A server-auth leaf for ``sans``; the first SAN is also the common name."""
     return issue_certificate(
-        ca_cert, ca_key, common_name=sans[0], sans=sans, server=True, days=days, now=now
+        ca_cert, ca_key, common_name=sans[0], sans=sans, server=True, lifetime=lifetime,
+        now=now
     )
 
 
@@ -94,7 +100,8 @@ def generate(
     service: str = "rollgate-webhook",
     namespace: str = "rollgate-system",
     extra_sans: Iterable[str] = (),
-    days: int = 365,
+    lifetime: dt.timedelta = SERVING_LIFETIME,
+    ca_lifetime: dt.timedelta = CA_LIFETIME,
     reuse_ca: bool = False,
 ) -> CertPaths:
     """Write ``ca.crt ca.key tls.crt tls.key`` into ``out_dir`` and return their paths.
@@ -109,11 +116,13 @@ def generate(
     paths = CertPaths(out, out / CA_CERT, out / CA_KEY, out / TLS_CERT, out / TLS_KEY)
     ca = _load_ca(out) if reuse_ca else None
     if ca is None:
-        ca = build_ca(common_name=f"rollgate-ca@{service}.{namespace}", days=days)
+        ca = build_ca(common_name=ca_common_name(service=service, namespace=namespace),
+                      lifetime=ca_lifetime)
         write_atomic(paths.ca_key, key_pem(ca[1]), mode=0o600)
         write_atomic(paths.ca_cert, cert_pem(ca[0]), mode=0o644)
     sans = service_sans(service=service, namespace=namespace, extra_sans=extra_sans)
-    cert, key = build_serving_cert(ca_cert=ca[0], ca_key=ca[1], sans=sans, days=days)
+    cert, key = build_serving_cert(ca_cert=ca[0], ca_key=ca[1], sans=sans,
+                                    lifetime=lifetime)
     write_atomic(paths.tls_key, key_pem(key), mode=0o600)
     write_atomic(paths.tls_cert, cert_pem(cert), mode=0o644)
     return paths

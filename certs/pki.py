@@ -45,7 +45,7 @@ def _key_usage(*, signs_certificates: bool) -> x509.KeyUsage:
 
 
 def build_ca(
-    *, common_name: str, days: int, now: dt.datetime | None = None
+    *, common_name: str, lifetime: dt.timedelta, now: dt.datetime | None = None
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A self-signed CA that may sign only leaf certificates (path length 0)."""
     now = now or dt.datetime.now(dt.UTC)
@@ -58,7 +58,7 @@ def build_ca(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _CLOCK_SKEW)
-        .not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_after(now + lifetime)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(_key_usage(signs_certificates=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -76,7 +76,7 @@ def issue_certificate(
     sans: Iterable[str] = (),
     server: bool = False,
     client: bool = False,
-    days: int = 365,
+    lifetime: dt.timedelta = dt.timedelta(days=365),
     now: dt.datetime | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A leaf certificate signed by ``ca_cert``/``ca_key`` and its new key.
@@ -104,7 +104,7 @@ def issue_certificate(
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _CLOCK_SKEW)
         # A leaf must not outlive the CA that vouches for it.
-        .not_valid_after(min(now + dt.timedelta(days=days), ca_cert.not_valid_after_utc))
+        .not_valid_after(min(now + lifetime, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(signs_certificates=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)

@@ -78,6 +78,21 @@ def api_client(kubeconfig: str | None) -> Any:
         return None
 
 
+def _warn_on_pod(args: argparse.Namespace, *, reason: str, message: str) -> None:
+    """The start problem as a Warning Event on the own Pod, when there is a cluster."""
+    from webhook.server.pod_events import own_pod, warn_on_pod
+
+    if own_pod() is None:
+        return
+    try:
+        from kubekit.client import load_api_client
+
+        client = load_api_client(args.kubeconfig, default_kubeconfig=False, pool_size=1)
+    except Exception:  # no cluster to tell: the stderr or log line stands alone
+        return
+    warn_on_pod(client, reason=reason, message=message)
+
+
 def webhook_config(args: argparse.Namespace) -> WebhookConfig:
     return WebhookConfig(
         allow_http_plugins=args.allow_http_plugins,
@@ -103,7 +118,10 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> i
         cert_pem = cert.read()
         problem = pair_problem(cert_pem, key.read())
     if problem:
-        print(f"{prog}: {args.tls_cert_file}, {args.tls_key_file}: {problem}", file=sys.stderr)
+        line = f"{args.tls_cert_file}, {args.tls_key_file}: {problem}"
+        print(f"{prog}: {line}", file=sys.stderr)
+        _warn_on_pod(args, reason="InvalidCertificate",
+                     message=f"the webhook cannot start: {line}")
         return 2
     # Before anything imports prometheus-client: workers share metrics through files.
     own_metrics_dir = "PROMETHEUS_MULTIPROC_DIR" not in os.environ
@@ -119,10 +137,13 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> i
     if expired is not None:
         # Served anyway: a renewed Secret is picked up without a restart, and the pod
         # staying up keeps this line and the expiry alert in front of the operator.
-        log.error("the serving certificate has expired: the API server refuses it, so "
-                  "every call fails until the Secret holds a renewed one (README "
-                  '"Certificates")', extra={"notAfter": expired.isoformat(),
-                                            "certfile": args.tls_cert_file})
+        message = ("the serving certificate has expired: the API server refuses it, so "
+                   "every call fails until the Secret holds a renewed one (README "
+                   '"Certificates")')
+        log.error(message, extra={"notAfter": expired.isoformat(),
+                                  "certfile": args.tls_cert_file})
+        _warn_on_pod(args, reason="CertificateExpired",
+                     message=f"{message}; notAfter {expired.isoformat()}")
 
     def load() -> Any:
         # Runs in each worker after fork: its own API client and connection pool.

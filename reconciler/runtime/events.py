@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubekit.events import build_event
 from kubekit.kinds import EVENT
 from kubekit.rest import brief, namespace_terminating
 from schemas.objects import meta_of
@@ -24,43 +25,6 @@ from .types import Client
 log = logging.getLogger("reconciler.events")
 
 COMPONENT = "rollgate-reconciler"
-
-
-def build_event(
-    obj: Mapping[str, Any],
-    *,
-    type: str,
-    reason: str,
-    message: str,
-    instance: str,
-    now: dt.datetime,
-) -> dict[str, Any]:
-    meta = meta_of(obj)
-    namespace = meta.get("namespace") or "default"
-    stamp = now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
-        "involvedObject": {
-            "apiVersion": obj.get("apiVersion"),
-            "kind": obj.get("kind"),
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "type": type,
-        "reason": reason,
-        # The API server rejects messages over 1 KiB for events.k8s.io; stay safe.
-        "message": message[:1024],
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
 
 
 class Recorder:
@@ -113,7 +77,7 @@ class Recorder:
             while len(self._seen) > 4096:
                 self._seen.popitem(last=False)
         event = build_event(
-            obj, type=type, reason=reason, message=message,
+            obj, type=type, reason=reason, message=message, component=COMPONENT,
             instance=self.instance, now=dt.datetime.now(dt.UTC),
         )
         try:

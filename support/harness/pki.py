@@ -8,6 +8,7 @@ the admin (group ``system:masters``) and ServiceAccount identities, whose subjec
 from __future__ import annotations
 
 import base64
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from certs.pki import build_ca, cert_pem, issue_certificate, key_pem
 
 # The plane lives for one test session or one `make dev`.
-VALIDITY_DAYS = 30
+VALIDITY = dt.timedelta(days=30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ class CA:
 
     @classmethod
     def create(cls, common_name: str) -> CA:
-        cert, key = build_ca(common_name=common_name, days=VALIDITY_DAYS)
+        cert, key = build_ca(common_name=common_name, lifetime=VALIDITY)
         return cls(key=key, cert=cert)
 
     @property
@@ -50,7 +51,7 @@ class CA:
         (cert PEM, key PEM)."""
         cert, key = issue_certificate(
             self.cert, self.key, common_name=common_name, organizations=organizations,
-            sans=sans, server=server, client=client, days=VALIDITY_DAYS,
+            sans=sans, server=server, client=client, lifetime=VALIDITY,
         )
         return cert_pem(cert), key_pem(key)
 

@@ -60,6 +60,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def host_address() -> str:
+    """The host's IPv4 address on its default route: for what must not be loopback (an
+    EndpointSlice refuses 127.0.0.0/8). A UDP connect only picks the source address; no
+    packet is sent. Raises OSError on a host without a route."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed further than the choice
+        return str(s.getsockname()[0])
+
+
 class ManagedProcess:
     """A child process in its own process group, with its output in a log file."""
 

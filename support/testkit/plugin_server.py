@@ -11,6 +11,7 @@ Routes are set per test: ``serve(path, body)``, ``redirect(path, to)``, ``stall(
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import ssl
 import threading
@@ -67,7 +68,8 @@ class PluginServer:
     def _make_certificates(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._ca is None:
-            ca, ca_key = build_ca(common_name="rollgate test plugins CA", days=1)
+            ca, ca_key = build_ca(common_name="rollgate test plugins CA",
+                                  lifetime=dt.timedelta(days=1))
         else:
             ca = x509.load_pem_x509_certificate(self._ca[0].read_bytes())
             loaded = serialization.load_pem_private_key(self._ca[1].read_bytes(), None)
@@ -75,7 +77,8 @@ class PluginServer:
             ca_key = loaded
         cert, key = issue_certificate(
             ca, ca_key, common_name=self.host,
-            sans=[self.host, "127.0.0.1", "localhost", *self.names], server=True, days=1,
+            sans=[self.host, "127.0.0.1", "localhost", *self.names], server=True,
+            lifetime=dt.timedelta(days=1),
         )
         self.ca_file.write_bytes(cert_pem(ca))
         self._cert_file = self.directory / "plugins-server.crt"

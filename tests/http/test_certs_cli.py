@@ -21,19 +21,36 @@ def ca_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return certs.generate(tmp_path_factory.mktemp("certs")).ca_cert
 
 
-def _inject(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _certs(command: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
             if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
-    return subprocess.run([sys.executable, "-m", "certs", "inject", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "certs", command, *args], cwd=REPO_ROOT,
                           env={**base, **env}, capture_output=True, text=True, timeout=60)
 
 
-def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+def _inject(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return _certs("inject", *args, env=env)
+
+
+def _one_line(result: subprocess.CompletedProcess[str], command: str = "inject") -> str:
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("python -m certs inject: ")
+    assert lines[0].startswith(f"python -m certs {command}: ")
     return lines[0]
+
+
+def test_renew_without_a_cluster_is_one_line(tmp_path):
+    result = _certs("renew", env={"HOME": str(tmp_path)})
+    assert result.returncode == 1
+    assert "pass --kubeconfig FILE" in _one_line(result, "renew")
+
+
+def test_a_lifetime_that_is_not_a_duration_is_named(tmp_path):
+    result = _certs("renew", "--lifetime", "1y", env={"HOME": str(tmp_path)})
+    assert result.returncode == 2
+    assert "argument --lifetime: '1y' is not a duration like 8760h" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_kubeconfig_from_the_environment_is_used(tmp_path, ca_file):

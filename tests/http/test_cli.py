@@ -58,10 +58,11 @@ def test_a_file_that_is_not_pem_is_a_clear_error(tmp_path: Path) -> None:
 def test_an_expired_certificate_is_logged_and_served(tmp_path: Path) -> None:
     """Served (a renewed Secret is picked up without a restart), with an error line that
     says what the API server will do and when the certificate expired."""
-    ca, ca_key = pki.build_ca(common_name="old CA", days=30,
+    ca, ca_key = pki.build_ca(common_name="old CA", lifetime=dt.timedelta(days=30),
                               now=dt.datetime.now(dt.UTC) - dt.timedelta(days=40))
     cert, key = pki.issue_certificate(ca, ca_key, common_name="rollgate-webhook",
-                                      sans=["localhost"], server=True, days=30,
+                                      sans=["localhost"], server=True,
+                                      lifetime=dt.timedelta(days=30),
                                       now=dt.datetime.now(dt.UTC) - dt.timedelta(days=40))
     (tmp_path / "tls.crt").write_bytes(pki.cert_pem(cert))
     (tmp_path / "tls.key").write_bytes(pki.key_pem(key))

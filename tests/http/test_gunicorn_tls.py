@@ -4,6 +4,7 @@ from ``certs.generate``, reached over HTTPS on loopback as the API server would.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import http.client
 import json
 import os
@@ -199,7 +200,7 @@ def test_real_gunicorn_over_tls(server):
     assert srv.served_cert() == _der(paths.tls_cert)
     old_der = _der(paths.tls_cert)
     assert _not_after_gauge(srv) == _not_after(paths.tls_cert)
-    certs.generate(paths.out_dir, reuse_ca=True, days=30)
+    certs.generate(paths.out_dir, reuse_ca=True, lifetime=dt.timedelta(days=30))
     new_der = _der(paths.tls_cert)
     assert new_der != old_der
     # each worker process reloads on its next connection; try enough connections to

@@ -4,6 +4,7 @@ and the finished rotation is picked up."""
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 import ssl
 import threading
@@ -30,7 +31,8 @@ def test_half_rotated_files_keep_the_previous_context(tmp_path):
     ca = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
     ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)  # certs.generate makes EC keys
-    cert, key = build_serving_cert(ca_cert=ca, ca_key=ca_key, sans=["localhost"], days=1)
+    cert, key = build_serving_cert(ca_cert=ca, ca_key=ca_key, sans=["localhost"],
+                                   lifetime=dt.timedelta(days=1))
     write_atomic(paths.tls_key, key_pem(key), mode=0o600)
     assert holder.get() is first  # key and certificate disagree: keep serving
 

@@ -4,7 +4,7 @@ value), and draining the node past the PodDisruptionBudget.
 
 The validating webhook fails closed, so a webhook pod that goes away under a kept-alive
 connection of the API server would fail a user's `kubectl apply`: the stream must see no
-failed call, and every old and every new pod must have served part of it.
+failed call, and every generation of pods must have served part of it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,15 @@ def webhook_pod_names(plane: ControlPlane) -> set[str]:
     return {p["metadata"]["name"] for p in pods(plane, NAMESPACE, WEBHOOK)}
 
 
+def generations(served: dict[str, float]) -> dict[str, float]:
+    """Requests served per ReplicaSet (a pod's name without its own suffix)."""
+    out: dict[str, float] = {}
+    for pod, count in served.items():
+        replica_set = pod.rsplit("-", 1)[0]
+        out[replica_set] = out.get(replica_set, 0) + count
+    return out
+
+
 def replaced(plane: ControlPlane, old: set[str], change: str) -> None:
     """Until every pod of ``old`` is gone and two new ones are Ready."""
     wait_for(f"the webhook pods to be replaced ({change})", lambda: not (
@@ -91,7 +100,10 @@ def test_no_admission_call_fails_while_the_webhook_pods_are_replaced(
               f"requests per pod: {json.dumps(grown, sort_keys=True)}")
         assert totals.failed == 0, "\n".join(totals.errors)
         assert len(grown) == 6, f"3 generations of 2 webhook pods, seen: {sorted(grown)}"
-        assert all(served > 0 for served in grown.values()), grown
+        # Every generation served part of the stream. Not every pod: the API server
+        # keeps its connections alive and opens new ones only as it needs them, so a pod
+        # that became Ready after the others may see none in the quiet seconds.
+        assert all(served > 0 for served in generations(grown).values()), grown
 
 
 def test_the_disruption_budget_keeps_one_webhook_pod(release: Release) -> None:

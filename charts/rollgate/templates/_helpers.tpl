@@ -163,3 +163,51 @@ namespaceSelector:
     {{- end }}
     - {{ .Release.Namespace }}
 {{- end }}
+
+{{/* The spec of a Job that runs `rollgate certs` (dict: root, serviceAccount, script). */}}
+{{- define "rollgate.certsJobSpec" -}}
+{{- $ := .root -}}
+backoffLimit: 3
+ttlSecondsAfterFinished: 600
+template:
+  metadata:
+    labels:
+      app.kubernetes.io/name: rollgate-certs
+      app.kubernetes.io/part-of: rollgate
+  spec:
+    serviceAccountName: {{ .serviceAccount }}
+    restartPolicy: OnFailure
+    {{- with $.Values.imagePullSecrets }}
+    imagePullSecrets:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with omit ($.Values.webhook.podSecurityContext | default dict) "fsGroup" }}
+    securityContext:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    containers:
+    - name: certs
+      image: {{ include "rollgate.image" $ }}
+      imagePullPolicy: {{ $.Values.image.pullPolicy }}
+      command: ["/bin/sh", "-ec"]
+      args:
+      - {{ .script | quote }}
+      env:
+      - name: PYTHONDONTWRITEBYTECODE
+        value: "1"
+      - name: TMPDIR
+        value: /tmp
+      resources:
+        {{- toYaml $.Values.certificates.job.resources | nindent 8 }}
+      {{- with $.Values.webhook.containerSecurityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+    volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: 8Mi
+{{- end }}

@@ -29,6 +29,7 @@ archives and rollgate's image size.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import os
 import shutil
@@ -156,7 +157,7 @@ def plugins_ca() -> PluginsCA:
     if out.cert.is_file() and out.key.is_file():
         return out
     directory.mkdir(parents=True, exist_ok=True)
-    ca, key = build_ca(common_name="rollgate test plugins CA", days=3650)
+    ca, key = build_ca(common_name="rollgate test plugins CA", lifetime=dt.timedelta(days=3650))
     out.key.write_bytes(key_pem(key))
     out.key.chmod(0o600)
     out.cert.write_bytes(cert_pem(ca))

@@ -2,8 +2,9 @@
 template` with the default values and each certificate source applied as a server-side
 dry run (the cert-manager and monitoring.coreos.com CRDs from their projects' modules,
 hack/k8s/build.sh crds), the same objects as manifests/ for the same settings, and the
-hook Job's `rollgate certs` run end to end on a plane of its own: Secret created, CA
-injected, and the webhook serving with that certificate through the API server."""
+job source's hook Jobs and renewal CronJob run end to end on a plane of its own: Secrets
+created, CA injected, a CA rotated, and the webhook serving through the API server after
+every step."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import base64
 import copy
 import json
 import os
+import ssl
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from harness import chart, crds, webhook_probes
 from harness.host_rollgate import HostRollgate
 from harness.kits.plane import ca_bundles, rollgate_on, running_plane, tool_or_fail
 from harness.plane import ControlPlane
+from harness.process import free_port, host_address, http_ok
 from testkit.paths import REPO_ROOT
 
 SOURCES = ("secret", "cert-manager", "job")
@@ -107,7 +112,7 @@ def test_template_applies_as_server_side_dry_run(control_plane, chart_crds, valu
     if source == "cert-manager":
         assert {"Certificate", "Issuer"} <= kinds(objects)
     if source == "job":
-        assert "Job" in kinds(objects)
+        assert {"Job", "CronJob"} <= kinds(objects)
     if values.get("monitoring"):
         assert {"ServiceMonitor", "PrometheusRule"} <= kinds(objects)
     if values.get("networkPolicy"):
@@ -141,7 +146,7 @@ def test_cert_manager_source_injects_instead_of_a_cabundle():
                and o["metadata"]["name"] == "rollgate-webhook"]
     assert cert["spec"]["secretName"] == "rollgate-webhook-tls"
     assert "rollgate-webhook.rollgate-system.svc" in cert["spec"]["dnsNames"]
-    assert not [o for o in objects if o["kind"] == "Job"]
+    assert not [o for o in objects if o["kind"] in ("Job", "CronJob")]
 
 
 # ---------------------------------------------------------------- chart == manifests/
@@ -275,7 +280,46 @@ def run_job(plane: ControlPlane, job: dict[str, Any], tmp: Path) -> str:
     return out.stdout
 
 
-def test_job_source_issues_injects_and_the_webhook_serves(job_rollgate, tmp_path):
+@dataclass
+class JobInstall:
+    """A release of the job source on the plane, its webhook served on this host from
+    the serving Secret's files (``served``: the pod's Secret volume)."""
+
+    rollgate: HostRollgate
+    jobs: dict[str, dict[str, Any]]
+    cronjob: dict[str, Any]
+    served: Path
+    tmp: Path
+    runs: int = 0
+
+    @property
+    def plane(self) -> ControlPlane:
+        return self.rollgate.plane
+
+    def run(self, name: str) -> str:
+        """Run hook Job ``name``, or the CronJob's job for ``rollgate-certs-renew``."""
+        self.runs += 1
+        job = self.jobs.get(name) or {"metadata": self.cronjob["metadata"],
+                                      "spec": self.cronjob["spec"]["jobTemplate"]["spec"]}
+        return run_job(self.plane, job, self.tmp / f"run-{self.runs}")
+
+    def secret(self, name: str) -> dict[str, Any]:
+        secret: dict[str, Any] = json.loads(self.plane.kubectl(
+            "get", "-n", "rollgate-system", f"secret/{name}", "-o", "json").stdout)
+        return secret
+
+    def secret_files(self, name: str = "rollgate-webhook-tls") -> dict[str, bytes]:
+        return {k: base64.b64decode(v) for k, v in self.secret(name)["data"].items()}
+
+    def kubelet_refresh(self) -> None:
+        """What the kubelet does a minute after the Secret changed: the mounted files."""
+        for name, data in self.secret_files().items():
+            (self.served / name).write_bytes(data)
+
+
+@pytest.fixture(scope="module")
+def job_install(job_rollgate: HostRollgate, tmp_path_factory: pytest.TempPathFactory
+                ) -> JobInstall:
     tool_or_fail()
     plane = job_rollgate.plane
     objects = chart.render({"certificates": {"source": "job"}})
@@ -284,31 +328,25 @@ def test_job_source_issues_injects_and_the_webhook_serves(job_rollgate, tmp_path
     assert {n: j["metadata"]["annotations"][HOOK] for n, j in jobs.items()} == {
         "rollgate-certs-secret": "pre-install,pre-upgrade",
         "rollgate-certs-inject": "post-install,post-upgrade"}
-    # What `helm install` does: the pre-install hooks (RBAC, the Secret's Job), the
-    # release's objects, the post-install hooks (RBAC again, the injecting Job).
+    (cronjob,) = [o for o in objects if o["kind"] == "CronJob"]
+    tmp = tmp_path_factory.mktemp("job-install")
+    install = JobInstall(job_rollgate, jobs, cronjob, tmp / "served", tmp)
+    # What `helm install` does: the pre-install hooks (RBAC, the Secrets' Job), the
+    # release's objects, the post-install hook (the caBundle's Job).
     plane.apply_objects([o for o in hooks if o["kind"] != "Job"], server_side=True)
-    first = run_job(plane, jobs["rollgate-certs-secret"], tmp_path / "first")
+    first = install.run("rollgate-certs-secret")
     assert "Secret/rollgate-system/rollgate-webhook-tls: created" in first
+    assert "Secret/rollgate-system/rollgate-webhook-ca: created" in first
     plane.apply_objects([o for o in objects if o not in hooks], server_side=True)
     assert ca_bundles(plane) == {""}
-    injected = run_job(plane, jobs["rollgate-certs-inject"], tmp_path / "inject")
-    assert "rollgate-webhook-tls: kept" in injected
+    injected = install.run("rollgate-certs-inject")
     assert "ValidatingWebhookConfiguration/rollgate: caBundle set" in injected
-    secret = json.loads(plane.kubectl("get", "-n", "rollgate-system", "secret/"
-                                      "rollgate-webhook-tls", "-o", "json").stdout)
-    assert secret["type"] == "kubernetes.io/tls"
-    files = {k: base64.b64decode(v) for k, v in secret["data"].items()}
-    assert ca_bundles(plane) == {base64.b64encode(files["ca.crt"]).decode()}
-
-    # An upgrade runs both Jobs again: the Secret and so the caBundle stay.
-    for name in ("rollgate-certs-secret", "rollgate-certs-inject"):
-        again = run_job(plane, jobs[name], tmp_path / f"again-{name}")
-        assert "rollgate-webhook-tls: kept" in again
-    assert ca_bundles(plane) == {base64.b64encode(files["ca.crt"]).decode()}
+    assert "MutatingWebhookConfiguration/rollgate: caBundle set" in injected
 
     # The webhook serves that Secret's certificate; the API server, trusting only the
-    # injected caBundle, calls it (by URL: this plane has no Service routing).
-    job_rollgate.serve_files(files, tmp_path / "served")
+    # injected caBundle, calls it (by URL: this plane has no Service routing), and
+    # `rollgate certs renew` finds it through an EndpointSlice of the Service.
+    job_rollgate.serve_files(install.secret_files(), install.served)
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
         config = json.loads(plane.kubectl("get", f"{kind}/rollgate", "-o", "json").stdout)
         ops = []
@@ -318,23 +356,122 @@ def test_job_source_issues_injects_and_the_webhook_serves(job_rollgate, tmp_path
                     {"op": "add", "path": f"/webhooks/{i}/clientConfig/url",
                      "value": job_rollgate.webhook_url + path}]
         plane.kubectl("patch", f"{kind}/rollgate", "--type=json", "-p", json.dumps(ops))
-    probe_invalid, probe_valid = webhook_probes.probes()
-    import time
+    address, port = _second_webhook(plane, install.served)
+    plane.apply_objects([{
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "rollgate-webhook-host", "namespace": "rollgate-system",
+                     "labels": {"kubernetes.io/service-name": "rollgate-webhook"}},
+        "addressType": "IPv4", "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+    }], server_side=True)
+    return install
 
-    deadline = time.monotonic() + 30
+
+def _second_webhook(plane: ControlPlane, served: Path) -> tuple[str, int]:
+    """A second webhook "pod" on the same files, on the host's own address (an
+    EndpointSlice refuses loopback, where the first serves the API server)."""
+    try:
+        address = host_address()
+    except OSError as err:
+        pytest.fail(f"no host address for the EndpointSlice: {err}", pytrace=False)
+    port = free_port()
+    url = f"https://{address}:{port}"
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    plane.spawn("webhook-endpoint", [
+        sys.executable, "-m", "webhook", "--bind", f"{address}:{port}",
+        "--tls-cert-file", str(served / "tls.crt"), "--tls-key-file", str(served / "tls.key"),
+    ], url=url, env=plane.child_env(PYTHONPATH=str(REPO_ROOT)), cwd=REPO_ROOT,
+        ready_check=lambda: http_ok(url + "/readyz", context)).wait_ready(30)
+    return address, port
+
+
+def _admission_works(plane: ControlPlane) -> None:
+    """An invalid Stage denied and a valid RolloutManager defaulted: both webhooks
+    answered, over TLS the API server verified with the caBundle."""
+    probe_invalid, probe_valid = webhook_probes.probes()
+    deadline = time.monotonic() + 30  # the API server loads a new configuration
     while True:
         denied = plane.kubectl("create", "--dry-run=server", "-f", "-",
                                input=json.dumps(probe_invalid), check=False)
         if "denied the request" in denied.stderr or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert denied.returncode != 0
     assert 'admission webhook "validate-stages.rollgate.dev" denied the request' in (
         denied.stderr), denied.stderr
     allowed = plane.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
                             input=json.dumps(probe_valid))
     # The mutating webhook answered too (it lowercases the probe's digest).
     assert webhook_probes.PROBE_DIGEST in allowed.stdout
+
+
+def _versions(plane: ControlPlane) -> list[str]:
+    """resourceVersions of everything renewal may write."""
+    refs = (("-n", "rollgate-system", "secret/rollgate-webhook-tls"),
+            ("-n", "rollgate-system", "secret/rollgate-webhook-ca"),
+            ("validatingwebhookconfiguration/rollgate",),
+            ("mutatingwebhookconfiguration/rollgate",))
+    return [plane.kubectl("get", *ref, "-o", "jsonpath={.metadata.resourceVersion}").stdout
+            for ref in refs]
+
+
+def test_job_source_issues_injects_and_the_webhook_serves(job_install: JobInstall) -> None:
+    plane = job_install.plane
+    secret = job_install.secret("rollgate-webhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    files = job_install.secret_files()
+    assert ca_bundles(plane) == {base64.b64encode(files["ca.crt"]).decode()}
+    assert job_install.secret_files("rollgate-webhook-ca")["ca.crt"] == files["ca.crt"]
+    _admission_works(plane)
+
+    # An upgrade runs both Jobs again, the CronJob runs: nothing is due, nothing written.
+    before = _versions(plane)
+    again = job_install.run("rollgate-certs-secret")
+    assert "rollgate-webhook-tls: kept" in again and "rollgate-webhook-ca: kept" in again
+    for name in ("rollgate-certs-inject", "rollgate-certs-renew"):
+        assert job_install.run(name).startswith("nothing to do"), name
+    assert _versions(plane) == before
+    _admission_works(plane)
+
+
+def test_renew_rotates_a_lost_ca_without_a_failed_call(job_install: JobInstall) -> None:
+    """A release from before the CA Secret (its CA key gone): the CronJob's runs bring in
+    a new CA, re-issue the certificate, and retire the old CA only once the webhook
+    serves the new certificate; admission works after every step."""
+    plane = job_install.plane
+    old = job_install.secret_files()
+    plane.kubectl("patch", "-n", "rollgate-system", "secret/rollgate-webhook-ca",
+                  "--type=json", "-p", json.dumps([{"op": "remove", "path": "/data/ca.key"}]))
+
+    first = job_install.run("rollgate-certs-renew")
+    assert first.splitlines()[0] == "new CA: the CA Secret has no readable CA", first
+    assert "stopping:" in first
+    new_ca = job_install.secret_files("rollgate-webhook-ca")["ca.crt"]
+    assert new_ca != old["ca.crt"]
+    both = base64.b64encode(old["ca.crt"] + new_ca).decode()
+    assert ca_bundles(plane) == {both}
+    _admission_works(plane)
+
+    second = job_install.run("rollgate-certs-renew")
+    assert second.splitlines() == [
+        "serving certificate: the serving certificate was signed by another CA",
+        "waiting: 1 of 1 webhook endpoints do not serve the renewed certificate yet "
+        "(the kubelet refreshes the Secret volume)"], second
+    renewed = job_install.secret_files()
+    assert renewed["ca.crt"] == new_ca and renewed["tls.crt"] != old["tls.crt"]
+    assert ca_bundles(plane) == {both}
+    _admission_works(plane)  # the old certificate is still served, and still trusted
+
+    job_install.kubelet_refresh()
+    _admission_works(plane)  # the new one is served (the webhook re-reads its files)
+    third = job_install.run("rollgate-certs-renew")
+    assert third.splitlines()[0].startswith("caBundle: every webhook endpoint serves"), third
+    assert ca_bundles(plane) == {base64.b64encode(new_ca).decode()}
+    _admission_works(plane)
+
+    before = _versions(plane)
+    assert job_install.run("rollgate-certs-renew").startswith("nothing to do")
+    assert _versions(plane) == before
 
 
 def test_build_sh_reuses_helm_and_the_crds_at_the_pinned_versions():

@@ -153,7 +153,8 @@ def test_pod_values_reach_both_deployments():
         "webhook": {**common, "podSecurityContext": openshift},
         "reconciler": {**common, "pluginsCA": {"configMap": "corp"}}})
     for name, chart_env, chart_volumes in (
-            ("rollgate-webhook", ["TMPDIR"], ["tls", "tmp"]),
+            ("rollgate-webhook", ["TMPDIR", "POD_NAME", "POD_NAMESPACE", "POD_UID"],
+             ["tls", "tmp"]),
             ("rollgate-reconciler", ["PYTHONDONTWRITEBYTECODE", "POD_NAMESPACE"],
              ["plugins-ca"])):
         template = deployment(objects, name)["spec"]["template"]
@@ -179,11 +180,14 @@ def test_pod_values_reach_both_deployments():
                                                  "capabilities": {"drop": ["ALL"]}}
         assert container["readinessProbe"]["periodSeconds"] == 7
         assert container["readinessProbe"]["timeoutSeconds"] == 3
-    # The certificate Jobs and the test pod follow the webhook's security contexts.
-    hooks = [o for o in objects if o["kind"] in ("Job", "Pod")]
-    assert len(hooks) == 3
+    # The certificate Jobs, the renewal CronJob and the test pod follow the webhook's
+    # security contexts.
+    hooks = [o for o in objects if o["kind"] in ("Job", "CronJob", "Pod")]
+    assert len(hooks) == 4
     for obj in hooks:
-        spec = obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
+        spec = {"Job": lambda o: o["spec"]["template"]["spec"],
+                "CronJob": lambda o: o["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+                "Pod": lambda o: o["spec"]}[obj["kind"]](obj)
         assert spec["securityContext"] == {"runAsNonRoot": True,
                                            "seccompProfile": {"type": "RuntimeDefault"}}
         assert spec["containers"][0]["securityContext"] == {
@@ -232,8 +236,10 @@ def test_image_tag_defaults_to_the_app_version():
 
     def images(values: dict[str, Any]) -> set[str]:
         objects = chart.render(values)
-        return {c["image"] for o in objects if o["kind"] in ("Deployment", "Job", "Pod")
-                for c in (o["spec"].get("template", o)["spec"]["containers"])}
+        specs = [o["spec"]["jobTemplate"]["spec"] if o["kind"] == "CronJob" else o["spec"]
+                 for o in objects if o["kind"] in ("Deployment", "Job", "CronJob", "Pod")]
+        return {c["image"] for spec in specs
+                for c in spec.get("template", {"spec": spec})["spec"]["containers"]}
 
     assert images({}) == {f"ghcr.io/rollgate/rollgate:{chart.app_version()}"}
     assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3"}}) == {
@@ -323,8 +329,9 @@ def test_notes_say_what_was_installed_and_where_the_certificate_comes_from(sourc
         assert line in notes, (line, notes)
     flat = " ".join(notes.split())
     if source == "job":
-        assert "a CA and a serving certificate valid 365 days" in flat
-        assert "Nothing renews them yet, and `helm upgrade` keeps the existing Secret" in flat
+        assert "a serving certificate valid 8760h (certificates.job.lifetime)" in flat
+        assert "CronJob rollgate-certs-renew (\"17 * * * *\") re-issues" in flat
+        assert "rotates the CA (43800h)" in flat
     elif source == "cert-manager":
         assert "Issuer/rollgate-ca" in flat
         assert "for 8760h" in flat and "renews it 720h before it expires" in flat
@@ -336,10 +343,11 @@ def test_notes_say_what_was_installed_and_where_the_certificate_comes_from(sourc
 def test_notes_follow_the_values():
     tool_or_fail()
     notes = " ".join(chart.notes({
-        "certificates": {"source": "job", "job": {"days": 30}},
+        "certificates": {"source": "job", "job": {"lifetime": "720h",
+                                                       "renewSchedule": "*/5 * * * *"}},
         "selftest": {"enabled": False, "namespace": "shop"},
         "webhook": {"replicas": 3}}).split())
-    assert "valid 30 days" in notes
+    assert "valid 720h" in notes and '("*/5 * * * *")' in notes
     assert "Deployment rollgate-webhook (3 pods)" in notes
     assert "helm test" not in notes
     assert "kubectl apply --dry-run=server -n shop -f -" in notes

@@ -24,7 +24,8 @@ def _load(path) -> x509.Certificate:
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     return certs.generate(tmp_path_factory.mktemp("certs"), service="hooks", namespace="ops",
-                          extra_sans=("webhook.example.com", "10.0.0.7"), days=30)
+                          extra_sans=("webhook.example.com", "10.0.0.7"),
+                          lifetime=dt.timedelta(days=30), ca_lifetime=dt.timedelta(days=90))
 
 
 def test_writes_the_four_pem_files(generated):
@@ -60,12 +61,13 @@ def test_default_names_are_the_service_of_the_manifests(tmp_path):
 
 
 def test_validity(generated):
+    """Each for its own lifetime: the CA outlives the serving certificates it signs."""
     now = dt.datetime.now(dt.UTC)
-    for path in (generated.ca_cert, generated.tls_cert):
+    for path, days in ((generated.ca_cert, 90), (generated.tls_cert, 30)):
         cert = _load(path)
         assert cert.not_valid_before_utc <= now
-        assert now + dt.timedelta(days=29) < cert.not_valid_after_utc
-        assert cert.not_valid_after_utc <= now + dt.timedelta(days=30, minutes=1)
+        assert now + dt.timedelta(days=days - 1) < cert.not_valid_after_utc
+        assert cert.not_valid_after_utc <= now + dt.timedelta(days=days, minutes=1)
 
 
 def test_chain_verifies_against_the_ca(generated):
@@ -135,7 +137,7 @@ def test_cli_generate_and_bundle(tmp_path, capsys):
 
 
 def test_issue_certificate_client_identity_is_subject_and_groups():
-    ca, ca_key = build_ca(common_name="test-ca", days=2)
+    ca, ca_key = build_ca(common_name="test-ca", lifetime=dt.timedelta(days=2))
     cert, _ = issue_certificate(
         ca, ca_key, common_name="system:serviceaccount:ops:hooks",
         organizations=["system:serviceaccounts", "system:serviceaccounts:ops"], client=True,
@@ -152,7 +154,7 @@ def test_issue_certificate_client_identity_is_subject_and_groups():
 
 
 def test_issue_certificate_needs_a_usage():
-    ca, ca_key = build_ca(common_name="test-ca", days=2)
+    ca, ca_key = build_ca(common_name="test-ca", lifetime=dt.timedelta(days=2))
     with pytest.raises(ValueError, match="server=True, client=True"):
         issue_certificate(ca, ca_key, common_name="nobody")
 

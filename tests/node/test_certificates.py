@@ -1,0 +1,100 @@
+"""The job source's certificates renewed in the cluster as the chart runs it (README
+"Certificate renewal"): the CronJob ``rollgate-certs-renew`` every minute, a serving
+certificate of 4 minutes, under a steady stream of admission calls. Serving certificates
+are re-issued, and the CA is rotated (its key removed from the CA Secret, as on a release
+an older chart installed), through the kubelet's refresh of the webhook pods' Secret
+volume; no call fails and no webhook pod restarts or is replaced. (The rotation of a CA
+that has aged is the same steps after a different first reason: tests/unit/certs.)"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from cryptography import x509
+
+from harness.kits.node import NAMESPACE, WEBHOOK, Release, image_values, pods, restarts
+from harness.kits.plane import ca_bundles
+from harness.kits.stream import streaming
+from harness.node.cluster import NodeCluster
+from harness.plane import ControlPlane
+from testkit.denials import EXAMPLES
+
+# Certificates are back-dated 5 minutes (clock skew), so a 4-minute certificate spans 9
+# and is due after 6 of them, a minute after it was issued: re-issued every minute or two.
+VALUES = {"certificates": {"source": "job", "job": {
+    "lifetime": "4m", "renewSchedule": "* * * * *"}}}
+ROTATION_TIMEOUT = 15 * 60  # a wait, not an assertion on speed
+
+
+@dataclass
+class Seen:
+    """What the test saw change, polled every few seconds."""
+
+    cas: list[bytes] = field(default_factory=list)  # each CA Secret's ca.crt, in order
+    serving: list[bytes] = field(default_factory=list)  # each serving tls.crt, in order
+    bundle_sizes: set[int] = field(default_factory=set)
+
+    def poll(self, plane: ControlPlane) -> None:
+        for name, key, into in (("rollgate-webhook-ca", "ca.crt", self.cas),
+                                ("rollgate-webhook-tls", "tls.crt", self.serving)):
+            secret = plane.get_json("-n", NAMESPACE, "secret", name)
+            value = base64.b64decode(secret["data"][key])
+            if not into or into[-1] != value:
+                into.append(value)
+        # The two configurations are patched one after the other: each bundle counts.
+        self.bundle_sizes |= {len(x509.load_pem_x509_certificates(base64.b64decode(bundle)))
+                              for bundle in ca_bundles(plane)}
+
+    def rotated(self, plane: ControlPlane) -> bool:
+        """A second CA came, and is now the only one every caBundle holds."""
+        if len(self.cas) < 2:
+            return False
+        return ca_bundles(plane) == {base64.b64encode(self.cas[-1]).decode()}
+
+
+@pytest.fixture
+def release(node: NodeCluster) -> Iterator[Release]:
+    rel = Release(node)
+    rel.install({**image_values(node.images.rollgate), **VALUES})
+    try:
+        yield rel
+    finally:
+        rel.uninstall()
+
+
+def test_renewals_and_a_ca_rotation_fail_no_call(release: Release, namespace: str) -> None:
+    plane = release.plane
+    plane.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "analysistemplate.yaml"))
+    before = {p["metadata"]["name"] for p in pods(plane, NAMESPACE, WEBHOOK)}
+    seen = Seen()
+    with streaming(plane, namespace) as stream:
+        seen.poll(plane)
+        plane.kubectl("patch", "-n", NAMESPACE, "secret/rollgate-webhook-ca", "--type=json",
+                      "-p", json.dumps([{"op": "remove", "path": "/data/ca.key"}]))
+        deadline = time.monotonic() + ROTATION_TIMEOUT
+        while not (seen.rotated(plane) and len(seen.serving) >= 4):
+            assert time.monotonic() < deadline, (
+                f"no CA rotation and 3 renewals in {ROTATION_TIMEOUT} s: {seen}\n"
+                + plane.kubectl("get", "jobs", "-n", NAMESPACE).stdout)
+            seen.poll(plane)
+            time.sleep(5)
+        # A minute more: calls made after the old CA left the bundles.
+        time.sleep(60)
+    totals = stream.totals
+    print(f"{totals.answered} calls answered, {totals.failed} failed; "
+          f"{len(seen.cas)} CAs, {len(seen.serving)} serving certificates, "
+          f"bundle sizes {sorted(seen.bundle_sizes)}")
+    assert totals.failed == 0, "\n".join(totals.errors)
+    assert totals.answered > 0
+    assert seen.bundle_sizes == {1, 2}  # the new CA joined before the old one left
+    after = pods(plane, NAMESPACE, WEBHOOK)
+    assert {p["metadata"]["name"] for p in after} == before
+    assert all(restarts(p) == 0 for p in after), [restarts(p) for p in after]
+    jobs = json.loads(plane.kubectl("get", "jobs", "-n", NAMESPACE, "-o", "json").stdout)
+    failed = [j["metadata"]["name"] for j in jobs["items"] if j["status"].get("failed")]
+    assert failed == [], failed
