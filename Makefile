@@ -41,7 +41,7 @@ image: venv k8s host-packages
 	$(PY) -m harness.node.images
 
 # The chart packaged into dist/ (helm package; version = appVersion) and a CHANGELOG.md
-# entry for that version (support/harness/release.py, README "Releases").
+# entry for that version (support/harness/release.py, docs/install.md "Releases").
 release: venv k8s
 	$(PY) -m harness.release
 
@@ -74,6 +74,11 @@ docs: venv
 flag-docs: venv
 	$(PY) -m harness.flag_docs
 
+# docs/metrics.md, every exported metric, from the collectors (support/harness/metric_docs.py).
+.PHONY: metric-docs
+metric-docs: venv
+	$(PY) -m harness.metric_docs
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
@@ -102,7 +107,7 @@ bench: venv
 	$(PY) -m bench.admission --duration 15 --rounds 10
 
 # 100,000 mutated AdmissionReviews over TLS to the four endpoints; fails on any 5xx,
-# dropped connection or answer that breaks the HTTP contract (README "Hostile and
+# dropped connection or answer that breaks the HTTP contract (docs/components.md "Hostile and
 # broken clients").
 .PHONY: fuzz
 fuzz: venv
@@ -160,7 +165,7 @@ bench-apply: venv k8s
 clean:
 	rm -rf $(VENV) .venv-minimums .pytest_cache .ruff_cache .hypothesis .dev
 
-# The fault suites, long version (README "Fault suites"): the reconciler SIGKILLed 50
+# The fault suites, long version (docs/development.md "Fault suites"): the reconciler SIGKILLed 50
 # times during promotions, then kube-apiserver and etcd restarted (3 s down) and 410 Gone
 # forced 5 times each, then five 20 s API server outages in a row; prints the defects and
 # recovery times, fails on any defect. `make test` runs the short version (defaults).

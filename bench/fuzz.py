@@ -11,7 +11,7 @@ With ``--oversize-every N`` about one request in N is instead a body over the 8 
 limit (8-12 MiB, sent whole with ``Content-Length`` before the answer is read), which
 must get the 413 with ``Connection: close`` (under load some once got a TLS EOF).
 
-The oracle is the HTTP contract (README "Hostile and broken clients"): a body that is
+The oracle is the HTTP contract (docs/components.md "Hostile and broken clients"): a body that is
 an AdmissionReview (JSON object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request
 with a non-empty string uid, judged with the same ``json.loads`` the server uses) must
 get HTTP 200 and an AdmissionReview answering that uid with a boolean ``allowed``;

@@ -364,7 +364,7 @@ def rollgate_metrics(url: str, n: int) -> dict[str, Any]:
 
 
 def refreshes_by_why(log_path: Path) -> dict[str, int]:
-    """Observe mode's refresh requests, by why (README, "Not recorded"), from the
+    """Observe mode's refresh requests, by why (docs/verification.md, "Not recorded"), from the
     reconciler's JSON log: a completion no cached Stage named yet, or an entry past the lag."""
     whys: collections.Counter[str] = collections.Counter()
     for line in log_path.read_text().splitlines():

@@ -8,7 +8,7 @@ same server:
 
 - ``sync``: rollgate's sync mode (``make dev``'s release, plugins CA set) with Argo
   Rollouts from upstream's namespace install with 2 replicas and a readiness probe on
-  the metrics port, as the docs advise (README "Plugins in Argo Rollouts pods");
+  the metrics port, as the docs advise (docs/plugins.md "Plugins in Argo Rollouts pods");
 - ``sync-as-shipped``: the same with upstream's manifest as it ships (1 replica, no
   readiness probe; only the image and its pull policy changed);
 - ``operator``: the real argo-rollouts-manager creating the Deployment itself (1 replica,

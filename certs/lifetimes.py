@@ -16,7 +16,7 @@ import re
 from cryptography import x509
 
 SERVING_LIFETIME = dt.timedelta(hours=8760)
-# The CA outlives several serving certificates, and is rotated (README "Certificates")
+# The CA outlives several serving certificates, and is rotated (docs/install.md "Certificates")
 # at two thirds of its own lifetime, long before a leaf it signed would be cut short.
 CA_LIFETIME = dt.timedelta(hours=43800)
 

@@ -1,7 +1,7 @@
 """``rollgate certs renew``: observe, take the next step of :mod:`certs.renewal`, observe
 again, until a step has to wait for the cluster.
 
-What it reads and writes (and nothing else; README "Certificate renewal" lists the
+What it reads and writes (and nothing else; docs/install.md "Certificate renewal" lists the
 RBAC): the CA Secret and the serving Secret (get, update), the named validating and
 mutating webhook configurations (get, patch), the Service's EndpointSlices (list), and
 a TLS handshake to each ready webhook endpoint while an old CA is still trusted.

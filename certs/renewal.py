@@ -4,7 +4,7 @@ Three things must agree for an admission call to succeed: the caBundle of every
 webhook entry, the CA that signed the serving certificate, and the certificate each
 webhook pod really serves (the kubelet refreshes the mounted Secret about a minute
 after it changed). Renewal changes them in the one order that never breaks a call
-(README "Certificate renewal"):
+(docs/install.md "Certificate renewal"):
 
 1. the CA is rotated when two thirds of its lifetime have passed (a new key pair in the
    CA Secret; nothing trusts or uses it yet);

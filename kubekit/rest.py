@@ -1,6 +1,6 @@
 """Plain-JSON access to any resource through the official client's ApiClient.
 
-rollgate handles every object as unstructured JSON (README "Code layout and checks":
+rollgate handles every object as unstructured JSON (docs/development.md "Code layout and checks":
 the plain-JSON REST helper), so instead of the typed models we send raw requests built
 from a ``Resource``. This also keeps watch streams under our control (bookmarks,
 resourceVersion, 410 handling) and lets the controllers use merge patches, JSON patches

@@ -1,6 +1,7 @@
 """``rollgate explain stage NAME [-n NS] [-o json]`` (also ``kubectl rollgate explain
 ...``): read the Stage, its AnalysisRuns and the current Freight, and print the
-verification of the current freight as one timeline (README "Why is my freight not verified?").
+verification of the current freight as one timeline
+(docs/operating.md "Why is my freight not verified?").
 
 The I/O edge only: the explanation is ``verification.explain.explain_stage`` (pure),
 its text ``verification.explain_text.render``. The cluster is the one kubectl would

@@ -1,5 +1,5 @@
-"""Findings about the Kargo expressions in Stage verification arg values (README, "Kargo
-expressions in verification args").
+"""Findings about the Kargo expressions in Stage verification arg values
+(docs/verification.md, "Kargo expressions in verification args").
 
 Kargo evaluates every non-empty arg value as a template when it starts a verification;
 an expression expr-lang cannot compile fails that verification, so it is denied here,

@@ -1,6 +1,6 @@
 """Defaulting as RFC 6902 JSON Patches for the mutating webhook.
 
-Defaulting adds nothing that upstream treats the same when absent (README "Decisions
+Defaulting adds nothing that upstream treats the same when absent (docs/comparison.md "Decisions
 where upstream left a question open", "No defaulting of Stages"): a field added into an
 atomic list (``kind: AnalysisTemplate`` on a template reference,
 ``clusterScope: false``) makes kubectl and Argo CD report a change on every sync, so a
@@ -68,7 +68,8 @@ def default_warnings(obj: Any) -> list[str]:
     The stored value differs from the manifest, so a client-side ``kubectl apply`` sends
     the written value again on every apply (``configured``, never ``unchanged``) and Argo
     CD's default diff shows the object OutOfSync for ever; the fix is in the manifest,
-    so the warning says what to write there (README "GitOps: re-applying a manifest")."""
+    so the warning says what to write there
+    (docs/comparison.md "GitOps: re-applying a manifest")."""
     if not isinstance(obj, dict) or obj.get("kind") != KIND_ROLLOUT_MANAGER:
         return []
     found = []

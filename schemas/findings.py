@@ -57,7 +57,7 @@ class Finding:
     """One error or warning about the field at ``path``.
 
     ``compare`` lists the paths whose values decide validation ratcheting on UPDATE
-    (README "Decisions where upstream left a question open", "Ratcheting", and
+    (docs/comparison.md "Decisions where upstream left a question open", "Ratcheting", and
     schemas/README.md: for a duplicate the whole list, for both spellings both stanzas). It
     defaults to ``(path,)``; a path that does not exist in an object is compared at
     its nearest existing parent.

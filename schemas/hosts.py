@@ -10,7 +10,7 @@ apply to a str host) is IDNA 2003, transitional: it maps ``ß`` to ``ss``, so
 ``straße.de`` is ``strasse.de`` to it and ``xn--strae-oqa.de`` to Go, two different
 hosts. So the ASCII form is computed here, with the ``idna`` package
 (``uts46=True, transitional=False``), and is the one thing both the warnings and the
-digest pre-flight use (README "RolloutManager plugins", "Host names").
+digest pre-flight use (docs/plugins.md "RolloutManager plugins", "Host names").
 
 Stricter than Go in one respect: code points that UTS #46 still maps but IDNA 2008
 forbids (symbols and emoji: ``i❤.ws``, ``xn--ls8h.la``) are refused; such names are not

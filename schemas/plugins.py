@@ -276,7 +276,7 @@ def _entry_rules(path: Path, entry: dict[str, Any], *, allow_http: bool) -> Iter
 
 
 # argo-rollouts-manager (v0.0.9) adds this traffic plugin itself and refuses a
-# RolloutManager that lists it (README, "RolloutManager plugins").
+# RolloutManager that lists it (docs/plugins.md, "RolloutManager plugins").
 OPERATOR_OWN_PLUGIN = "argoproj-labs/openshift"
 
 

@@ -6,7 +6,7 @@ Stage, and the reconciler reports the real outcome as a verification ``Error``.
 
 ``walk_templates`` is the one template walk: the builder
 (reconciler/verification/analysis_run.py) uses it too, so a Stage the webhook lets
-through silently can never make the builder fail in a different way (README, "Engine
+through silently can never make the builder fail in a different way (docs/verification.md, "Engine
 mode", *The run*).
 """
 
@@ -161,7 +161,7 @@ def walk_templates(
 
 def build_order(found: Iterable[Found]) -> list[Found]:
     """Namespaced templates before cluster ones, walk order kept within each group
-    (README "Engine mode", "The run"): the order the run's metrics and args are merged
+    (docs/verification.md "Engine mode", "The run"): the order the run's metrics and args are merged
     in."""
     found = list(found)
     return [f for f in found if not f.key.cluster] + [f for f in found if f.key.cluster]

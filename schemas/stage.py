@@ -10,7 +10,7 @@ last, and only for a stanza without errors (they describe what the run would be,
 is meaningless for a stanza that is denied).
 
 An absent ``kind`` is an AnalysisTemplate and an absent ``clusterScope`` is false, here
-and everywhere else: nothing defaults them into the object (README "Decisions where
+and everywhere else: nothing defaults them into the object (docs/comparison.md "Decisions where
 upstream left a question open", "No defaulting of Stages").
 """
 

@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m webhook") -> i
         # Served anyway: a renewed Secret is picked up without a restart, and the pod
         # staying up keeps this line and the expiry alert in front of the operator.
         message = ("the serving certificate has expired: the API server refuses it, so "
-                   "every call fails until the Secret holds a renewed one (README "
-                   '"Certificates")')
+                   "every call fails until the Secret holds a renewed one "
+                   '(docs/install.md "Certificate renewal")')
         log.error(message, extra={"notAfter": expired.isoformat(),
                                   "certfile": args.tls_cert_file})
         _warn_on_pod(args, reason="CertificateExpired",

@@ -1,7 +1,7 @@
-"""AdmissionReview in, AdmissionReview out: the webhook's answers (README "Webhook
-(``python -m webhook``)", "What a user sees" and "Decisions where upstream left a
-question open") as pure functions over dicts. No Flask, no I/O: the look-ups arrive as
-callables, so every branch is testable without a server and the benchmark can time the
+"""AdmissionReview in, AdmissionReview out: the webhook's answers (docs/components.md
+"Webhook", docs/validate.md "What a user sees", docs/comparison.md "Decisions where upstream
+left a question open") as pure functions over dicts. No Flask, no I/O: the look-ups arrive
+as callables, so every branch is testable without a server and the benchmark can time the
 decision alone. The HTTP side is ``webhook.server``.
 """
 

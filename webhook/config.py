@@ -15,7 +15,7 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Lookups:
     """The cross-object look-ups handed to ``schemas``; ``None`` means "not available",
-    and the checks that need them are skipped (README "Decisions where upstream left
+    and the checks that need them are skipped (docs/comparison.md "Decisions where upstream left
     a question open": the request is answered without the cross-object warnings).
 
     ``per_request``, when set, is called once per admission request and its result is

@@ -61,6 +61,12 @@ def _certificate_not_after() -> Gauge:
     )
 
 
+def collectors() -> tuple[Counter | Histogram | Gauge, ...]:
+    """Every collector the webhook exports, for the generated metrics reference
+    (docs/metrics.md). It builds the certificate gauge, so no worker calls it."""
+    return REQUESTS, LATENCY, LOOKUPS, _certificate_not_after()
+
+
 def record_certificate(certfile: str) -> None:
     """Set the notAfter gauge from the first certificate in ``certfile``; a file that
     cannot be read or parsed leaves it as it was (TLS reports that one)."""

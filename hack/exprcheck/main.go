@@ -1,5 +1,5 @@
-// exprcheck is the oracle for rollgate's Kargo-expression checks (README,
-// "Kargo expressions in verification args").
+// exprcheck is the oracle for rollgate's Kargo-expression checks
+// (docs/verification.md "Kargo expressions in verification args").
 //
 // It reads JSON lines {"template": "...", "vars": [{"name", "value"}]} on stdin and
 // writes one JSON line per input: how Kargo v1.11.2 would evaluate that Stage

@@ -1,4 +1,4 @@
-"""RolloutManager plugins: ``spec.plugins`` into ``argo-rollouts-config`` (README,
+"""RolloutManager plugins: ``spec.plugins`` into ``argo-rollouts-config`` (docs/plugins.md,
 "RolloutManager plugins").
 
 What lives here, one module per job:

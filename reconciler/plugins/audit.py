@@ -6,8 +6,8 @@ argo-rollouts-manager (v0.0.9, ``controllers/configmap.go``) renders ``spec.plug
 ``sha256`` of traffic router plugins dropped (only metric plugins keep theirs). It owns
 the ``argo-rollouts`` Deployment through a controller ownerReference. Where it runs,
 rollgate writing the same keys would start a fight (each reverts the other and Argo
-Rollouts restarts in a loop), so rollgate only compares and reports (README, "Who writes
-``argo-rollouts-config``"): pure functions and the memory of what was reported here, the
+Rollouts restarts in a loop), so rollgate only compares and reports (docs/plugins.md,
+"RolloutManager plugins"): pure functions and the memory of what was reported here, the
 controller turns the findings into Warning events and metrics.
 """
 

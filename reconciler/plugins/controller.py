@@ -1,8 +1,8 @@
 """The rollout-plugins controller: ``spec.plugins`` -> ``argo-rollouts-config``; the I/O.
 
 Work is per namespace, because the ConfigMap and the Argo Rollouts Deployment are per
-namespace. ``decisions.plan`` says what a pass does there (README, "Who writes
-``argo-rollouts-config``"); this module reads the cache, calls the pure modules
+namespace. ``decisions.plan`` says what a pass does there (docs/plugins.md,
+"RolloutManager plugins"); this module reads the cache, calls the pure modules
 (``render``, ``audit``, ``decisions``), runs the digest pre-flight (``digests``) and
 writes:
 

@@ -1,4 +1,4 @@
-"""Pure decisions of the rollout-plugins controller (README, "RolloutManager plugins").
+"""Pure decisions of the rollout-plugins controller (docs/plugins.md, "RolloutManager plugins").
 
 What one pass over a namespace does (``plan``): which mode the namespace is in
 (``--plugins-mode``; auto follows the ``argo-rollouts`` Deployment and its controller), who
@@ -61,8 +61,8 @@ def controller_reference(deployment: Mapping[str, Any] | None) -> Mapping[str, A
 
 
 def namespace_mode(flag: str, deployment: Mapping[str, Any] | None) -> Mode:
-    """What rollgate does in one namespace (``--plugins-mode``; README, "Who writes
-    ``argo-rollouts-config``").
+    """What rollgate does in one namespace (``--plugins-mode``; docs/plugins.md,
+    "RolloutManager plugins").
 
     auto: a Deployment controlled by a RolloutManager means the operator renders the
     plugins (audit); one without such a controller means nobody else does (sync); none

@@ -1,4 +1,4 @@
-"""The plugins feature's options: each flag's one default, typed (README, "Reconciler").
+"""The plugins feature's options: each flag's one default, typed (docs/components.md, "Reconciler").
 
 ``reconciler.cli`` takes the defaults of the flags from here and builds
 ``PluginsOptions`` from the parsed flags; ``reconciler.controllers.load`` hands them to

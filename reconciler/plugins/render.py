@@ -76,7 +76,7 @@ def _render_list(entries: Iterable[Mapping[str, Any]]) -> str:
 
 
 def checksum(data: Mapping[str, str]) -> str:
-    """Hex sha256 of ``data`` as JSON with sorted keys (README, "RolloutManager plugins").
+    """Hex sha256 of ``data`` as JSON with sorted keys (docs/plugins.md, "RolloutManager plugins").
 
     Compact separators and sorted keys make it independent of dict ordering, so an
     unchanged plugin set always yields the same value and never restarts Argo Rollouts.

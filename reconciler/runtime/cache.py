@@ -1,6 +1,6 @@
 """The in-memory store behind ``types.Cache``: one dict per resource.
 
-Objects are stored as the store's ``transform`` makes them (README, "What the cache
+Objects are stored as the store's ``transform`` makes them (docs/components.md, "What the cache
 keeps"): a controller may declare, per kind, a pure function that keeps only what it
 reads (``Controller.transforms``, like controller-runtime's cache TransformFunc); a kind
 with none is stored whole. Whoever puts an object into a store (the informer,

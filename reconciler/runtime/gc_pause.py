@@ -1,4 +1,4 @@
-"""The cyclic garbage collector paused while informers list (README, "What the cache
+"""The cyclic garbage collector paused while informers list (docs/components.md, "What the cache
 keeps").
 
 A list decodes the whole of every page, and most of a page's objects live long enough

@@ -10,7 +10,7 @@ the store holds only the selected objects and the requests stay within RBAC rule
 limited by ``resourceNames``; one with a ``label_selector`` with ``labelSelector``.
 
 Every object is passed through ``Store.transform`` before it is stored or handed to the
-handler (README, "What the cache keeps").
+handler (docs/components.md, "What the cache keeps").
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Final
 
 # A pass waits on the API server for nearly all of its time, and etcd commits concurrent
 # writes together, so a burst of promotions finishes far sooner with many passes in
-# flight than with Kargo's 4 (README, "Workers": 500 Stages at once, p50 9.5 s with 4,
+# flight than with Kargo's 4 (docs/components.md, "Workers": 500 Stages at once, p50 9.5 s with 4,
 # 3.4 s with 16, 1.7 s with 32).
 DEFAULT_WORKERS: Final = 32
 
@@ -36,7 +36,8 @@ def default_leader_election_namespace() -> str:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RuntimeOptions:
-    """How the runtime runs the controllers (README, "Reconciler"): one field per flag."""
+    """How the runtime runs the controllers (docs/components.md, "Reconciler"): one field per
+    flag."""
 
     bind_address: tuple[str, int] = ("0.0.0.0", 8080)  # --bind-address HOST:PORT
     leader_elect: bool = True  # --leader-elect / --no-leader-elect

@@ -158,7 +158,7 @@ class Controller(abc.ABC):
     # Named indexes for ``Cache.by_index``.
     indexes: Indexes = MappingProxyType({})
     # A pure function per resource returning what the cache keeps of an object: the
-    # fields the controller reads (README, "What the cache keeps").
+    # fields the controller reads (docs/components.md, "What the cache keeps").
     transforms: Transforms = MappingProxyType({})
     # The feature's Prometheus collectors, registered with no registry; the runtime
     # registers them with its own and serves them on /metrics.

@@ -1,6 +1,6 @@
 """Stage verification: the feature that decides whether freight is verified in a Stage.
 
-What lives here (README, "Stage verification"):
+What lives here (docs/verification.md, "Stage verification"):
 
 - ``naming``: Kargo's identity rules (freight collection ids, run names, label values
   shortened as Kargo shortens them) and the labels by which runs are found;

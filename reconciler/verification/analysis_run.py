@@ -1,7 +1,7 @@
 """Build the AnalysisRun for a Stage's verification: a pure function of the Stage,
 the templates it references (through ``lookup``) and the freight.
 
-Pure so that the rules (README, "Engine mode", *The run*) are tested
+Pure so that the rules (docs/verification.md, "Engine mode", *The run*) are tested
 without an API server and so the same inputs always give the same run — which is what
 makes creating it by a deterministic name safe across reconciler crashes.
 
@@ -225,7 +225,7 @@ def _stage_vars(stage: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _evaluated_args(
     stage: Mapping[str, Any], stage_args: Sequence[Mapping[str, Any]], *, stanza_path: str
 ) -> list[Obj]:
-    """The Stage's args with their Kargo expressions evaluated as Kargo would (README,
+    """The Stage's args with their Kargo expressions evaluated as Kargo would (docs/verification.md,
     "Kargo expressions in verification args"): ``spec.vars`` first, in order, then each
     non-empty value. What Kargo fails on, and what rollgate does not evaluate, is an
     AnalysisBuildError naming the arg and the expression, never a literal pass-through."""

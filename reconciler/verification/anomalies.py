@@ -1,5 +1,5 @@
 """Observe mode's findings: what looks wrong in another verifier's (Kargo's) work on a
-Stage, one pure function per finding (README, "Observe mode").
+Stage, one pure function per finding (docs/verification.md, "Observe mode").
 
 Each function reads the Stage as the cache holds it, its runs and, where it needs them,
 Freight and the clock, and returns the findings; ``anomalies`` runs them all in order
@@ -182,7 +182,8 @@ def phase_change_unmapped(
     ``StagesByAnalysisRun`` index: ``freightHistory[0].verificationHistory[0].analysisRun``
     of the Stages in its cache). ``stage`` is the run's Stage as a cache holds it at the
     moment of the change. Kargo then hears of the result only at its 5-minute requeue
-    (README, "Not recorded"). A run first seen already completed (``old`` None: a list at
+    (docs/verification.md, "Not recorded"). A run first seen already completed (``old`` None:
+    a list at
     start-up) is no change, as Kargo's handler ignores creates."""
     if not became_completed(old, run):
         return False

@@ -1,4 +1,4 @@
-"""The Stage verification controller, engine mode: rollgate is the verifier (README,
+"""The Stage verification controller, engine mode: rollgate is the verifier (docs/verification.md,
 "Engine mode").
 
 Each pass reads the Stage, its runs and Freight from the cache, asks the pure planner
@@ -66,7 +66,7 @@ class StageVerificationController(Controller):
     watches = (*ENGINE_WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
                Watch(CLUSTER_ANALYSIS_TEMPLATE, cached_only))
     indexes = ENGINE_INDEXES
-    # What the cache keeps (README, "What the cache keeps"): what the planner reads and
+    # What the cache keeps (docs/components.md, "What the cache keeps"): what the planner reads and
     # the status write carries whole.
     transforms = {STAGE: slim.engine_stage, FREIGHT: slim.freight, ANALYSIS_RUN: slim.engine_run,
                   ANALYSIS_TEMPLATE: slim.strip_metadata,

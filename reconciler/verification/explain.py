@@ -1,5 +1,5 @@
 """``rollgate explain stage``: the verification of a Stage's current freight as one
-timeline, built from the objects alone (README "Why is my freight not verified?").
+timeline, built from the objects alone (docs/operating.md "Why is my freight not verified?").
 
 "Why is my freight not verified?" is otherwise answered by reading three objects with
 ``kubectl get -o yaml``: the Stage (promotion, health, Kargo's verification entries and

@@ -1,5 +1,5 @@
 """The verification feature's Prometheus metrics, in engine mode (rollgate's runs) and
-in observe mode (Kargo's); README, "Reconciler" (metrics).
+in observe mode (Kargo's); docs/components.md, "Reconciler" (metrics).
 
 The collectors belong to no registry until the runtime serves them: a controller hands
 them out as ``collectors`` and the runtime registers them with its own registry, so the

@@ -1,5 +1,5 @@
 """Identity rules: the names and labels by which Kargo and rollgate find a Stage's
-runs (README, "Engine mode", *The run*, and "Observe mode").
+runs (docs/verification.md, "Engine mode", *The run*, and "Observe mode").
 
 Kargo's rules are copied exactly (``FreightCollection.UpdateOrPush`` for the collection
 id, ``kubernetes.ShortenLabelValue`` for label values, Kargo v1.11.2), so a run

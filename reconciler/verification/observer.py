@@ -1,5 +1,5 @@
 """Stage verification, observe mode: Kargo verifies, rollgate watches and reports
-(README, "Observe mode").
+(docs/verification.md, "Observe mode").
 
 Kargo v1 creates and follows the AnalysisRuns of ``spec.verification`` itself, with no
 per-Stage switch, so on such a cluster rollgate must never become a second verifier.
@@ -165,7 +165,7 @@ class VerificationObserver(Controller):
             Watch(self.stages, self._stage_changed), Watch(FREIGHT, stages_verifying),
             Watch(ANALYSIS_RUN, self._run_changed))
         self._clock = time.monotonic
-        # What the cache keeps (README, "What the cache keeps"): what this mode reads.
+        # What the cache keeps (docs/components.md, "What the cache keeps"): what this mode reads.
         self.transforms = {self.stages: observed_stage, FREIGHT: slim_freight,
                            ANALYSIS_RUN: observed_run}
         self.metrics = VerificationMetrics()

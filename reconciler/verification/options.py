@@ -1,5 +1,5 @@
 """The verification feature's options: its modes and each flag's one default, typed
-(README, "Reconciler").
+(docs/components.md, "Reconciler").
 
 ``reconciler.cli`` takes the defaults of the flags from here and builds
 ``VerificationOptions`` from the parsed flags; ``reconciler.controllers.load`` picks the

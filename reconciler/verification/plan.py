@@ -1,4 +1,4 @@
-"""Stage verification, engine mode, as a pure plan (README, "Engine mode").
+"""Stage verification, engine mode, as a pure plan (docs/verification.md, "Engine mode").
 
 ``plan`` reads one Stage, its AnalysisRuns and Freight as the cache holds them and
 returns everything a pass must do: the whole new value of the status fields rollgate

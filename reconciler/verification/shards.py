@@ -1,4 +1,4 @@
-"""Which Stages a Kargo shard holds, as Kargo v1.11.2 selects them (README, "Observe
+"""Which Stages a Kargo shard holds, as Kargo v1.11.2 selects them (docs/verification.md, "Observe
 mode"): ``--shard NAME`` and ``--default-shard`` mean what ``SHARD_NAME`` and
 ``IS_DEFAULT_CONTROLLER`` mean to Kargo's controller, by the ``kargo.akuity.io/shard``
 label (which Kargo's webhook keeps equal to ``spec.shard``).

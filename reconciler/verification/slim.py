@@ -1,5 +1,5 @@
 """What the verification controllers keep of a Stage, Freight and AnalysisRun in the cache
-(README, "What the cache keeps"): cache transforms in the sense of controller-runtime's
+(docs/components.md, "What the cache keeps"): cache transforms in the sense of controller-runtime's
 ``cache.Options.DefaultTransform``, one pure function per kind and mode.
 
 A Stage with Kargo's full history (10 freight collections, each with up to 10

@@ -16,8 +16,8 @@ and the reconciler; this package is the one part that does I/O, and nothing in
   ``*List``), with node trees for positions and text edits;
 - ``file_templates``: the template look-up offline (the templates among the files).
 
-The exit codes below are the same for both commands (README "``rollgate
-validate``" and "Migrating from ``spec.analysis``").
+The exit codes below are the same for both commands (docs/validate.md
+"``rollgate validate``" and "Migrating from ``spec.analysis``").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Whole Stages and RolloutManagers against the OpenAPI v3 schemas of their CRDs, as the
-API server checks them before any webhook sees the object (README "``python -m schemas
-validate``", "Whole objects: the CRD schemas").
+API server checks them before any webhook sees the object (docs/validate.md
+"``rollgate validate``", "Whole objects: the CRD schemas").
 
 Only ``python -m schemas validate`` uses this: the webhook never sees an object the API
 server's schema stage refused, so repeating the checks there would only cost time.

@@ -1,5 +1,5 @@
 """Engine mode's evaluation of the expressions in verification args: what Kargo would
-produce, for the subset rollgate follows (README, "Kargo expressions in verification
+produce, for the subset rollgate follows (docs/verification.md, "Kargo expressions in verification
 args"): literals, ``ctx``/``vars`` and member access on them (``.name``, ``["name"]``),
 ``+`` on two strings, parentheses, and the functions ``quote`` and ``unsafeQuote``.
 

@@ -31,8 +31,8 @@ HEADER = """# Command-line flags
 
 Every flag of every `rollgate` command (`python -m <package>` takes the same), generated
 from the commands' argument parsers by `make flag-docs`; a test fails when this page and
-the parsers disagree. README "Components and flags" says what each process does; the
-chart's values that set these flags are in README "Helm".
+the parsers disagree. [Components and flags](components.md) says what each process does;
+the chart's values that set these flags are in [Helm](install.md#helm).
 """
 
 

@@ -1,5 +1,5 @@
 """``make release`` (``python -m harness.release``): the chart packaged as users install it
-and a CHANGELOG entry for its version (README "Releases").
+and a CHANGELOG entry for its version (docs/install.md "Releases").
 
 The chart's ``version`` and ``appVersion`` must be the same (one number for the chart and
 the image it installs). The entry lists the commit subjects since the commit the previous

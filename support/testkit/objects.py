@@ -1,5 +1,5 @@
 """Object builders for the tests and benchmarks: the shapes of the upstream projects at
-the versions README "Target versions" pins, stated apart from the code under test.
+the versions docs/development.md "Target versions" pins, stated apart from the code under test.
 
 A webhook's JSON Patch is applied with the product's applier in its strict mode
 (``schemas.pointer.apply_patch(..., strict=True)``), which refuses an op that does not
@@ -73,7 +73,7 @@ def verification(*templates: TemplateRef, args: list[dict[str, Any]] | None = No
 
 def analysis(*templates: TemplateRef, args: list[dict[str, Any]] | None = None,
              run_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The older ``spec.analysis`` spelling (README "Migrating from spec.analysis")."""
+    """The older ``spec.analysis`` spelling (docs/validate.md "Migrating from spec.analysis")."""
     stanza: dict[str, Any] = {"templates": [
         {"templateName": t, "clusterScope": False} if isinstance(t, str)
         else {"templateName": t[0], "clusterScope": True} for t in templates]}

@@ -8,7 +8,7 @@ body for a fixed 5 s from the 413, then closed with the client's bytes unread, s
 kernel reset the connection under a client still sending (one slowed by a loaded
 machine), which never read its answer. Each client here sends one body at full speed
 and one paced to take longer than those 5 s, as a starved client does; the drain now
-lasts as long as the client keeps sending (README "Hostile and broken clients").
+lasts as long as the client keeps sending (docs/components.md "Hostile and broken clients").
 """
 
 from __future__ import annotations

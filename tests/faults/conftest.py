@@ -4,8 +4,8 @@ RBAC but no webhook (the faults are the reconciler's; fewer processes on a busy
 machine), a namespace per test, and the report of defects and recovery times printed
 at the end of the run.
 
-The bounds come from environment variables (harness/kits/fault_suites.py; README "make
-faults"): the defaults are the short version `make test` runs, `make faults` sets the
+The bounds come from environment variables (harness/kits/fault_suites.py; docs/development.md "Fault
+suites"): the defaults are the short version `make test` runs, `make faults` sets the
 long one.
 """
 

@@ -1,7 +1,7 @@
 """The informers' back-off starts afresh after each outage.
 
 The API server is restarted five times in a row under a running reconciler (engine
-mode), down ``ROLLGATE_FAULT_OUTAGE`` seconds each time (README "Fault suites"). What a
+mode), down ``ROLLGATE_FAULT_OUTAGE`` seconds each time (docs/development.md "Fault suites"). What a
 user sees is the reconciler's log: every failed list/watch logs
 ``retrying in <s>`` with the fields ``informer``, ``failures`` and ``retry_in``. Had an
 informer's failure count survived the previous recovery, its first retry in the next

@@ -3,7 +3,7 @@ while Stages are promoted and their runs move (engine mode); then check that not
 was lost or left running (support/testkit/invariants.py, as after the SIGKILLs).
 
 Each fault is repeated ``ROLLGATE_FAULT_RESTARTS`` times with the server down for
-``ROLLGATE_FAULT_DOWNTIME`` seconds (README "Fault suites"). The 410: etcd's history is
+``ROLLGATE_FAULT_DOWNTIME`` seconds (docs/development.md "Fault suites"). The 410: etcd's history is
 compacted up to its current revision and the API server restarted, so every watch
 the reconciler resumes from its last resourceVersion is answered 410 Gone and its
 informers list again; the test checks the reconciler's log says so. Recovery (the

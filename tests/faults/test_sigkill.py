@@ -1,7 +1,7 @@
 """SIGKILL the reconciler (engine mode) at random points while Stages are promoted and
 their runs move, then check that nothing was lost or left running.
 
-After ``ROLLGATE_FAULT_KILLS`` kills (README "Fault suites") the cluster is settled
+After ``ROLLGATE_FAULT_KILLS`` kills (docs/development.md "Fault suites") the cluster is settled
 (every run ended, every late Freight created) and checked with support/testkit/invariants.py:
 no duplicate run, no entry whose phase differs from its run's, no missing or false
 ``verifiedIn``, no run left running, no run recorded nowhere. Each kill is followed by

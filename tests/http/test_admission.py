@@ -1,4 +1,4 @@
-"""The webhook HTTP contract (README "Webhook" and "Hostile and
+"""The webhook HTTP contract (docs/components.md "Webhook" and "Hostile and
 broken clients"), through Flask's test client: what the API server sends, what it gets
 back."""
 
@@ -236,7 +236,7 @@ def test_patch_is_applied_once_and_is_idempotent(post):
         "sha256": "  " + reviews.SHA256.upper() + "\n"}]})
     first = post(MUTATE_RMS, review(obj))
     assert first["allowed"] is True
-    # One warning, with the value stored: the manifest should say so (README "GitOps:
+    # One warning, with the value stored: the manifest should say so (docs/comparison.md "GitOps:
     # re-applying a manifest").
     assert first["warnings"] == [
         f'spec.plugins.metric[0].sha256: stored as "{reviews.SHA256}" (trimmed and '
@@ -259,7 +259,7 @@ def test_patch_is_applied_once_and_is_idempotent(post):
     {"verification": {"analysisTemplates": [{"name": "success-rate"}]}},
 ], ids=["analysis", "verification"])
 def test_stage_mutation_answers_without_a_patch(post, spec):
-    # README "What calls the webhook": no mutating registration for Stages; the endpoint
+    # docs/components.md "What calls the webhook": no mutating registration for Stages; the endpoint
     # stays for a registration left from an earlier release and answers an allow,
     # unchanged.
     response = post(MUTATE_STAGES, review(reviews.stage(spec)))

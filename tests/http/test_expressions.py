@@ -1,7 +1,7 @@
 """The checks of issue-level "what the real controllers refuse" that a webhook can see
 give the same field path and the same message from the webhook and from
-``python -m schemas validate`` (README, "Kargo expressions in verification args" and
-"RolloutManager plugins"): Kargo expressions in arg values, and the names
+``python -m schemas validate`` (docs/verification.md "Kargo expressions in verification args",
+docs/plugins.md "RolloutManager plugins"): Kargo expressions in arg values, and the names
 argo-rollouts-manager refuses or collides with."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Look-alike and unfetchable plugin hosts through the webhook: the
 warning and the denial reach the client with their field path, and say the same as
-``python -m schemas validate`` on the same object (README "RolloutManager plugins",
+``python -m schemas validate`` on the same object (docs/plugins.md "RolloutManager plugins",
 "Host names")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The job source's certificates renewed in the cluster as the chart runs it (README
+"""The job source's certificates renewed in the cluster as the chart runs it (docs/install.md
 "Certificate renewal"): the CronJob ``rollgate-certs-renew`` every minute, a serving
 certificate of 6 minutes and a CA of 10, under a steady stream of admission calls. Serving
 certificates are re-issued, and the CA ages into its rotation, through the kubelet's

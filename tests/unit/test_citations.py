@@ -1,10 +1,11 @@
 """Every citation of a README or docs section in the repository names one that exists.
 
 A citation is ``README "Title"`` or ``docs/<page>.md "Title"`` (several titles may
-follow one another: ``README "A", "B"``). A title names a section when it is a heading's
-text, that text up to its first `` (`` or ``:``, or the bold or italic lead-in of a
-paragraph or list item (``**Upgrade and uninstall.**``). README always means the one at
-the top of the repository: a user's clone has nothing else to look in.
+follow one another: ``README "A", "B"``; a comment may wrap between them). A title names a
+section when it is a heading's text, that text up to its first `` (`` or ``:``, or the bold
+or italic lead-in of a paragraph or list item (``**Upgrade and uninstall.**``). README
+always means the one at the top of the repository: a user's clone has nothing else to look
+in.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ import pytest
 
 from testkit.paths import REPO_ROOT
 
-CITATION = re.compile(r'\b(README|docs/[\w./-]+\.md)((?:\s*(?:,|and|or)?\s*"[^"\n]+")+)')
-TITLE = re.compile(r'"([^"\n]+)"')
+# Between the page and its titles: spaces, a comma, "and"/"or", and the marks of a comment
+# that wraps onto its next line (``# ``, ``// ``).
+# A title may wrap onto the next line too; its line break (and the comment marks after it)
+# reads as one space.
+_TITLE = r'"[^"\n]+(?:\n[\s#/]*[^"\n]+)?"'
+CITATION = re.compile(
+    r'\b(README|docs/[\w./-]+\.md)((?:[\s#/]*(?:,|and|or)?[\s#/]*' + _TITLE + ")+)")
+TITLE = re.compile(_TITLE)
+WRAP = re.compile(r"\s*\n[\s#/]*")
 HEADING = re.compile(r"^#{1,6} (.+?)\s*$", re.MULTILINE)
 LEAD_IN = re.compile(r"^(?:[-*] )?(\*\*?)([^*\n]+?)\1", re.MULTILINE)
-TEXT_SUFFIXES = {".py", ".sh", ".md", ".yaml", ".yml", ".toml", ".tpl", ".txt", ".json",
+TEXT_SUFFIXES = {".py", ".sh", ".md", ".yaml", ".yml", ".toml", ".tpl", ".txt", ".json", ".go",
                  ".cfg", ""}
 
 
@@ -46,7 +54,7 @@ def citations(text: str) -> Iterator[tuple[str, str]]:
     for match in CITATION.finditer(text):
         page = "README.md" if match.group(1) == "README" else match.group(1)
         for title in TITLE.findall(match.group(2)):
-            yield page, title
+            yield page, WRAP.sub(" ", title[1:-1])
 
 
 def tracked_texts() -> Iterator[tuple[str, str]]:
@@ -71,7 +79,7 @@ def test_every_cited_section_exists() -> None:
         for page, title in citations(text):
             if not (REPO_ROOT / page).is_file():
                 missing.append(f"{name}: {page} does not exist")
-            elif title not in page_anchors(page):
+            elif title.replace("`", "") not in page_anchors(page):  # ``code`` or `code`
                 missing.append(f'{name}: {page} has no section "{title}"')
     assert missing == []
 
@@ -82,6 +90,8 @@ def test_every_cited_section_exists() -> None:
     ('docs/benchmarks.md "Scale" and "Faults"',
      [("docs/benchmarks.md", "Scale"), ("docs/benchmarks.md", "Faults")]),
     ("a README without a title", []),
+    ('(README\n    # "Observe mode"); more', [("README.md", "Observe mode")]),
+    ('(README "What the cache\n    # keeps") more', [("README.md", "What the cache keeps")]),
 ])
 def test_citations_are_read_with_every_title(text: str, cited: list[tuple[str, str]]) -> None:
     assert list(citations(text)) == cited

@@ -1,4 +1,4 @@
-"""Each import-linter contract in pyproject.toml (README, "Code layout and checks") is
+"""Each import-linter contract in pyproject.toml (docs/development.md, "Code layout and checks") is
 alive: one deliberate violation of it, in a copy of the packages, makes `lint-imports`
 fail and name that contract, while the copy without it passes."""
 

@@ -3,11 +3,11 @@
 - ``app``: the Flask app (``create_app``): HTTP in and out, metrics and logs around
   :func:`webhook.admission.review`;
 - ``worker``: the gunicorn worker whose event loop does the TLS handshake and reads each
-  request whole before a thread serves it (README "Hostile and broken clients");
+  request whole before a thread serves it (docs/components.md "Hostile and broken clients");
 - ``framing``: where one HTTP/1.1 request ends, decided before a thread sees it (pure);
-- ``tls``: the TLS context that follows certificate rotation (README "TLS");
+- ``tls``: the TLS context that follows certificate rotation (docs/components.md "TLS");
 - ``gunicorn_conf``: gunicorn's settings and hooks; ``run``: gunicorn in the foreground;
-- ``logs``: the JSON log format for gunicorn's own loggers (README "Logs").
+- ``logs``: the JSON log format for gunicorn's own loggers (docs/components.md "Logs").
 
 The decisions (``webhook.admission``, ``webhook.lookups``, ``webhook.payloads``,
 ``webhook.config``, ``webhook.metrics``) never import this package, flask or gunicorn

@@ -40,7 +40,7 @@ TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:!aNULL:!eNULL"
 
 
 def harden(context: ssl.SSLContext) -> ssl.SSLContext:
-    """TLS 1.2 minimum and AEAD-only suites (README "TLS"); no renegotiation, no
+    """TLS 1.2 minimum and AEAD-only suites (docs/components.md "TLS"); no renegotiation, no
     compression."""
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)

@@ -8,7 +8,7 @@ reads with a per-read timeout, so a client sending one byte every few seconds ke
 thread forever, and a handful of them stop the webhook. Here a connection costs a
 thread only from the moment its whole request is in memory until the answer is
 written; everything before that happens in the loop, without blocking, under these
-rules (README "Hostile and broken clients"):
+rules (docs/components.md "Hostile and broken clients"):
 
 - **One deadline per request** (``request_timeout``): a new connection's TLS handshake,
   headers and body, or a kept-alive connection's next request from its first byte,

@@ -59,7 +59,7 @@ failureThreshold: {{ .failureThreshold }}
 {{- end }}
 {{- end }}
 
-{{/* The webhook's args: README, "Webhook". */}}
+{{/* The webhook's args: docs/components.md, "Webhook". */}}
 {{- define "rollgate.webhookArgs" -}}
 {{- $w := .Values.webhook -}}
 - --bind=0.0.0.0:{{ $w.port }}
@@ -80,7 +80,7 @@ failureThreshold: {{ .failureThreshold }}
 {{- end }}
 {{- end }}
 
-{{/* The reconciler's args: README, "Reconciler". */}}
+{{/* The reconciler's args: docs/components.md, "Reconciler". */}}
 {{- define "rollgate.reconcilerArgs" -}}
 {{- $r := .Values.reconciler -}}
 - --bind-address=0.0.0.0:{{ $r.port }}

@@ -1,5 +1,5 @@
-"""What the fault suites share: the bounds (environment variables, README "make
-faults"), Kargo's and the Argo Rollouts controller's part played through the API, the
+"""What the fault suites share: the bounds (environment variables, docs/development.md "Fault
+suites"), Kargo's and the Argo Rollouts controller's part played through the API, the
 reconciler in engine mode, the recovery probe, settling, and the printed report.
 
 Kargo's part is the promotion (testkit.kargo_shapes, the exact status shapes Kargo writes,

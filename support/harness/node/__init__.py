@@ -12,5 +12,5 @@ its pods run, made locally (no registry is reachable).
 - ``cluster``: all of it composed with a plane configured for pods.
 
 The settings that work on this kind of machine (cgroup v1, no CAP_SYS_RESOURCE, no
-registry, no kube-proxy) and why are in README "The node".
+registry, no kube-proxy) and why are in docs/development.md "The node".
 """

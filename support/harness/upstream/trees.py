@@ -10,7 +10,7 @@ Their Go modules are not served by the module proxy (every dependency is), so
   ``../shared/upstream/argo-rollouts-manager-<version>``): ``argo-rollouts-manager``
   from ``./cmd``.
 
-A user gets the trees with ``git clone --depth 1 --branch <tag>`` (README, "Quick
+A user gets the trees with ``git clone --depth 1 --branch <tag>`` (docs/development.md, "Quick
 start"). This module finds the trees and the binaries built from them, and reads the
 CRDs and webhook registrations the trees ship; ``harness.upstream.kargo`` and
 ``harness.upstream.operator`` run them.

@@ -1,4 +1,4 @@
-"""GitOps-clean re-apply (README "GitOps: re-applying a manifest"): every example the
+"""GitOps-clean re-apply (docs/comparison.md "GitOps: re-applying a manifest"): every example the
 README tells users to ``kubectl apply`` prints ``unchanged`` when it is applied again
 unchanged, against the real kube-apiserver with rollgate's webhooks registered.
 

@@ -1,6 +1,6 @@
 """With the webhook process stopped, the API server still lets through the writes the
 webhook has no opinion on (its matchConditions skip the call), and fails closed on the
-ones it judges (README "When the webhook is down"). Driven with kubectl
+ones it judges (docs/install.md "When the webhook is down"). Driven with kubectl
 against the real kube-apiserver, the webhook registered from manifests/webhook."""
 
 from __future__ import annotations

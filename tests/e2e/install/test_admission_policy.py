@@ -1,4 +1,4 @@
-"""The chart's ValidatingAdmissionPolicy backstop (``admissionPolicy.enabled``, README
+"""The chart's ValidatingAdmissionPolicy backstop (``admissionPolicy.enabled``, docs/install.md
 "Admission policy backstop") on a plane of its own with no rollgate webhook, which is what
 the API server sees while no webhook pod answers under ``webhook.failurePolicy: Ignore``:
 every rule the policy states refused with its field path, valid objects allowed, and

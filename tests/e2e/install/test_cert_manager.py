@@ -1,4 +1,4 @@
-"""The chart's `certificates.source=cert-manager` with the real cert-manager (README
+"""The chart's `certificates.source=cert-manager` with the real cert-manager (docs/install.md
 "Certificate sources"): its controller issues the webhook's certificate from the chart's
 own CA chain, its cainjector puts that CA into both webhook configurations, and the
 API server, trusting only the injected caBundle, calls the webhook serving the Secret

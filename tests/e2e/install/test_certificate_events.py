@@ -1,4 +1,4 @@
-"""The webhook's start checks leave a Warning Event on its Pod (README "Certificates"),
+"""The webhook's start checks leave a Warning Event on its Pod (docs/install.md "Certificates"),
 written with the webhook's own ServiceAccount and RBAC (manifests/webhook): a key that is
 not the certificate's stops the start with ``InvalidCertificate``; an expired certificate
 is served, with ``CertificateExpired``. The Pod is the one the downward API names."""

@@ -186,7 +186,7 @@ def kustomized(kubectl, *parts: str) -> list[dict[str, Any]]:
 
 
 # The image both sides are compared with: the chart's default tag is its appVersion,
-# manifests/' is `latest`, and each install sets its own (README "Deployment", "Helm").
+# manifests/' is `latest`, and each install sets its own (docs/install.md "Deployment", "Helm").
 IMAGE = {"repository": "registry.invalid/rollgate", "tag": "compare"}
 
 

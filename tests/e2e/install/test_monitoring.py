@@ -2,7 +2,7 @@
 (files/dashboard.json) query is one the real processes export: the session plane's
 webhook, after admission requests that exercise its look-ups, and a reconciler started
 against the plane, each scraped on /metrics. Prometheus' own `up` is the one exception
-(README "Alerts and dashboard")."""
+(docs/operating.md "Alerts and dashboard")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""rollgate next to the real argo-rollouts-manager v0.0.9 (README, "Plugins next to
-argo-rollouts-manager").
+"""rollgate next to the real argo-rollouts-manager v0.0.9 (docs/plugins.md,
+"RolloutManager plugins").
 
 The real operator renders ``spec.plugins`` into ``argo-rollouts-config`` and creates the
 ``argo-rollouts`` Deployment it controls; rollgate's reconciler in the default

@@ -241,7 +241,8 @@ class Env:
 
 
 def expected_checksum(cm: dict[str, Any]) -> str:
-    """README, "RolloutManager plugins": sha256 of the rendered keys as JSON with sorted keys."""
+    """docs/plugins.md, "RolloutManager plugins": sha256 of the rendered keys as JSON with
+    sorted keys."""
     data = {k: v for k, v in (cm.get("data") or {}).items() if k in (TRAFFIC, METRIC)}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,4 +1,4 @@
-"""``rollgate validate`` as a pre-commit hook (README "As a pre-commit hook"), run by
+"""``rollgate validate`` as a pre-commit hook (docs/validate.md "As a pre-commit hook"), run by
 pre-commit itself: a user's GitOps repository whose ``.pre-commit-config.yaml`` points
 at a commit of this repository (a snapshot of the working tree, so the hook tested is
 the one in this checkout). pre-commit installs it with pip into its own environment,

@@ -1,14 +1,15 @@
-"""The README as a user follows it.
+"""The README and the docs pages as a user follows them.
 
-- Every command of the README's ``sh`` blocks runs as written, top to bottom in one
-  shell, from a clean environment: no venv on ``PATH`` but what the README itself
-  activates, an empty ``HOME``, a copy of ``examples/``, the kubectl built next to the
-  server on ``PATH`` and the test plane in ``KUBECONFIG`` (what ``make dev`` prints to
-  export). Each must exit 0, or the status its comment names (``(exit 1...``).
-  ``bash`` blocks are shown but not run (README "The rollgate command" says which).
+- Every command of the ``sh`` blocks of the README and then of the docs pages (in the
+  site's nav order) runs as written, top to bottom in one shell, from a clean environment:
+  no venv on ``PATH`` but what the README itself activates, an empty ``HOME``, a copy of
+  ``examples/``, the kubectl built next to the server on ``PATH`` and the test plane in
+  ``KUBECONFIG`` (what ``make dev`` prints to export). Each must exit 0, or the status its
+  comment names (``(exit 1...``).
+  ``bash`` blocks are shown but not run (docs/commands.md "The rollgate command" says which).
 - The sample denial is what ``kubectl apply -f examples/invalid/stage.yaml`` prints.
 - The sample Stage status is what the real Kargo writes for ``make dev``'s example
-  promotion: the README's keys and every value it spells out (``...`` elides the rest),
+  promotion: the sample's keys and every value it spells out (``...`` elides the rest),
   with the ids that are deterministic (the example Freight's name and collection id).
 """
 
@@ -33,16 +34,17 @@ from harness.kits.kargo import running_kargo
 from harness.plane import ControlPlane
 from harness.upstream import kargo as kargo_upstream
 from reconciler.verification.naming import freight_collection_id
-from testkit.paths import REPO_ROOT
+from testkit.paths import REPO_ROOT, documentation
 from testkit.waits import wait_for
 from webhook.admission import review
 
-README = REPO_ROOT / "README.md"
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def blocks(kind: str) -> list[str]:
-    return [body for lang, body in FENCE.findall(README.read_text()) if lang == kind]
+    """The ``kind`` blocks of the README and the docs pages, in reading order."""
+    return [body for page in documentation() for lang, body in FENCE.findall(page.read_text())
+            if lang == kind]
 
 
 def commands(block: str) -> list[str]:
@@ -68,7 +70,7 @@ def script(all_commands: list[str], venv: Path) -> str:
             continue
         want = expected_exit(command)
         lines += [command, f"rc=$?; if [ $rc -ne {want} ]; then echo "
-                  f"{shlex.quote(f'README command exited $rc, not {want}: {command}')}"
+                  f"{shlex.quote(f'documented command exited $rc, not {want}: {command}')}"
                   " >&2; exit 97; fi"]
     return "\n".join(lines) + "\n"
 

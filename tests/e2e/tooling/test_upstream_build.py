@@ -1,4 +1,5 @@
-"""hack/k8s/build.sh and the upstream source trees (README, "Quick start"): a missing tree
+"""hack/k8s/build.sh and the upstream source trees (docs/development.md, "Quick start"): a
+missing tree
 is one line saying what to clone, and a binary is reused while its tree's Go files are
 the same (a fresh copy of the tree, with new modification times, is not rebuilt)."""
 

@@ -1,5 +1,6 @@
 """``rollgate explain stage`` and ``kubectl rollgate explain stage`` next to the real
-Kargo (README "Why is my freight not verified?"): the real Kargo v1.11.2 controller promotes and
+Kargo (docs/operating.md "Why is my freight not verified?"): the real Kargo v1.11.2
+controller promotes and
 verifies, the real Argo Rollouts controller runs the AnalysisRuns, and what a user reads
 is checked for one Stage whose freight was verified and one whose verification failed.
 """
@@ -24,7 +25,6 @@ from harness.process import ManagedProcess
 from testkit.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent
-README = REPO_ROOT / "README.md"
 # Two 4 s measurements, so Kargo's own entry reaches its cache before the run ends.
 TEMPLATE = "two-step"
 
@@ -62,9 +62,10 @@ def explain(plane: ControlPlane, *args: str,
 
 
 def readme_sample() -> str:
-    """The README's sample of ``rollgate explain`` ("rollgate explain")."""
-    found = re.search(r"^```text\n(Stage .*?)^```", README.read_text(), re.MULTILINE | re.DOTALL)
-    assert found, "no rollgate explain sample in the README"
+    """The docs' sample of ``rollgate explain`` (docs/flags.md "rollgate explain")."""
+    page = (REPO_ROOT / "docs" / "operating.md").read_text()
+    found = re.search(r"^```text\n(Stage .*?)^```", page, re.MULTILINE | re.DOTALL)
+    assert found, "no rollgate explain sample in docs/operating.md"
     return found.group(1)
 
 

@@ -1,4 +1,4 @@
-"""rollgate's verdicts on Kargo expressions against expr-lang v1.17.8 itself (README,
+"""rollgate's verdicts on Kargo expressions against expr-lang v1.17.8 itself (docs/verification.md,
 "Kargo expressions in verification args").
 
 hack/exprcheck (built by hack/k8s/build.sh from github.com/expr-lang/expr at the version

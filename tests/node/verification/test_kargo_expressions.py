@@ -1,5 +1,5 @@
 """Engine mode evaluates Kargo expressions in verification args as the real Kargo does
-(README, "Kargo expressions in verification args").
+(docs/verification.md, "Kargo expressions in verification args").
 
 One Stage, promoted once: the real Kargo v1.11.2 verifies it first and its AnalysisRun's
 args are recorded; then Kargo is stopped, its run, the verification history and its

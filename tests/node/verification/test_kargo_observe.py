@@ -1,4 +1,4 @@
-"""rollgate next to the real Kargo controller (README, "Observe mode").
+"""rollgate next to the real Kargo controller (docs/verification.md, "Observe mode").
 
 The real Kargo v1.11.2 controller promotes (real Promotions) and verifies; Argo Rollouts
 pods on the node run its AnalysisRuns. rollgate's reconciler in observe mode (the
@@ -122,7 +122,8 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
         project: KargoProject, observer: ManagedProcess) -> None:
     """Kargo v1.11.2 does not supersede a running verification: the next Promotion waits
     (Pending) until it is terminal, and an abort terminates the run. So the
-    StaleVerificationRun finding has nothing to report here (README, "Observe mode")."""
+    StaleVerificationRun finding has nothing to report here
+    (docs/verification.md, "Observe mode")."""
     project.stage("uat", templates=("long",))
     project.promote("uat", "a1")
     project.wait_promoted("uat", "a1")
@@ -136,7 +137,8 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
     project.wait_promoted("uat", "a2")
     stage = project.get("stage", "uat") or {}
     old = stage["status"]["freightHistory"][1]["verificationHistory"][0]
-    # Kargo v1.11.2 records an abort as Failed with this message (README, "Observe mode").
+    # Kargo v1.11.2 records an abort as Failed with this message
+    # (docs/verification.md, "Observe mode").
     assert (old["phase"], old.get("message")) == ("Failed", "Verification aborted by user")
     wait_for("the terminated run to end", lambda: run_of(project, running).get(
         "status", {}).get("phase") not in (None, "", "Running", "Pending"))

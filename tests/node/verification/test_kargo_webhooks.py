@@ -1,5 +1,5 @@
-"""Kargo's own admission webhooks and rollgate's, registered together (README, "When the
-webhook is down" and "Stage verification").
+"""Kargo's own admission webhooks and rollgate's, registered together (docs/install.md
+"When the webhook is down", docs/verification.md "Stage verification").
 
 Kargo's ``kubernetes-webhooks-server`` fills in what a user leaves out (Promotion names and
 steps, Freight ids, the shard label); rollgate's validation then sees the object as Kargo

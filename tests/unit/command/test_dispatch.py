@@ -1,4 +1,4 @@
-"""The ``rollgate`` command only dispatches (README "The rollgate command"): each command
+"""The ``rollgate`` command only dispatches (docs/commands.md "The rollgate command"): each command
 is the existing program's ``main``, with usage lines that name ``rollgate`` (or
 ``kubectl rollgate``), and the ``python -m`` forms still work."""
 

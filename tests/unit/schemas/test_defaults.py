@@ -54,7 +54,7 @@ ROLLOUT_MANAGER = {
 @pytest.mark.parametrize("stage", [STAGE_ANALYSIS, STAGE_VERIFICATION],
                          ids=["analysis", "verification"])
 def test_stages_get_no_patch(stage: dict[str, Any]) -> None:
-    # README "No defaulting of Stages": nothing upstream treats the same when absent is
+    # docs/comparison.md "No defaulting of Stages": nothing upstream treats the same when absent is
     # added (no kind, no clusterScope), or every re-apply and Argo CD sync would show a
     # change.
     assert schemas.default_patch(stage) == []
@@ -165,7 +165,7 @@ def test_strict_refuses_an_op_that_does_not_apply_and_lenient_skips_it(
 
 def test_each_normalised_digest_gets_one_warning_naming_the_stored_value():
     """The stored value differs from the manifest, so the warning says what to write
-    there (README "GitOps: re-applying a manifest"); one per changed value, none for a
+    there (docs/comparison.md "GitOps: re-applying a manifest"); one per changed value, none for a
     digest already lowercase hex."""
     digest = "ab" * 32
     rm = {"kind": "RolloutManager", "spec": {"plugins": {

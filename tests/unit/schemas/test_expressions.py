@@ -1,4 +1,4 @@
-"""Kargo expressions in verification args (README, "Kargo expressions in verification
+"""Kargo expressions in verification args (docs/verification.md, "Kargo expressions in verification
 args"): the verdicts of tests/unit/schemas/expressions-corpus.yaml, which
 tests/e2e/verification/test_expressions_oracle.py proves against expr-lang itself, and the findings
 on a Stage."""

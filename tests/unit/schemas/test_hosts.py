@@ -1,4 +1,4 @@
-"""Plugin hosts as Argo Rollouts fetches them (schemas/hosts.py, README "RolloutManager
+"""Plugin hosts as Argo Rollouts fetches them (schemas/hosts.py, docs/plugins.md "RolloutManager
 plugins", "Host names"): the ASCII form by UTS #46 non-transitional processing, the
 warning when it is not what the location reads as, the denial when there is none.
 """

@@ -81,8 +81,9 @@ def test_a_chain_at_the_bound_builds_and_gets_no_warning() -> None:
 
 
 def test_metric_collision_names_templates_in_build_order_on_both_sides() -> None:
-    # The builder puts namespaced templates before cluster ones (README, "Engine mode",
-    # *The run*), so the namespaced template is the "first" definition for both sides.
+    # The builder puts namespaced templates before cluster ones (docs/verification.md,
+    # "Engine mode", *The run*), so the namespaced template is the "first" definition for
+    # both sides.
     world = World(template("c", metrics=("m",), cluster=True), template("n", metrics=("m",)))
     with pytest.raises(AnalysisBuildError) as err:
         build_analysis_run(stage(("c",), "n"), world, freight=FREIGHT)

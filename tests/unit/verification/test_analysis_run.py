@@ -1,4 +1,4 @@
-"""build_analysis_run: the AnalysisRun a Stage's verification creates (README, "Engine
+"""build_analysis_run: the AnalysisRun a Stage's verification creates (docs/verification.md, "Engine
 mode", *The run*)."""
 
 from __future__ import annotations
