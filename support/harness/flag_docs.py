@@ -15,6 +15,7 @@ import importlib
 import sys
 from collections.abc import Iterator, Sequence
 
+from harness import generated_page
 from harness.paths import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "flags.md"
@@ -102,24 +103,10 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.flag_docs",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when the page is not current, writing nothing")
-    args = parser.parse_args(argv)
-    page = render()
-    current = PAGE.read_text() if PAGE.is_file() else ""
-    if args.check:
-        if current != page:
-            print(f"{PAGE.relative_to(REPO_ROOT)} is stale: run make flag-docs",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if current != page:
-        PAGE.write_text(page)
-        print(f"{PAGE.relative_to(REPO_ROOT)}: rewritten")
-    return 0
-
+    return generated_page.main(argv, page=PAGE, render=render,
+                               prog="python -m harness.flag_docs",
+                               description=(__doc__ or "").splitlines()[0],
+                               target="flag-docs")
 
 if __name__ == "__main__":
     sys.exit(main())

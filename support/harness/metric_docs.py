@@ -9,12 +9,12 @@ text. ``make metric-docs`` (``python -m harness.metric_docs``) rewrites the page
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Sequence
 
 from prometheus_client.metrics import MetricWrapperBase
 
+from harness import generated_page
 from harness.paths import REPO_ROOT
 from reconciler.plugins.metrics import PluginMetrics
 from reconciler.runtime.health import Metrics
@@ -87,24 +87,10 @@ def render(parts: dict[str, list[MetricWrapperBase]] | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.metric_docs",
-                                     description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when the page is not current, writing nothing")
-    args = parser.parse_args(argv)
-    page = render()
-    current = PAGE.read_text() if PAGE.is_file() else ""
-    if args.check:
-        if current != page:
-            print(f"{PAGE.relative_to(REPO_ROOT)} is stale: run make metric-docs",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if current != page:
-        PAGE.write_text(page)
-        print(f"{PAGE.relative_to(REPO_ROOT)}: rewritten")
-    return 0
-
+    return generated_page.main(argv, page=PAGE, render=render,
+                               prog="python -m harness.metric_docs",
+                               description=(__doc__ or "").splitlines()[0],
+                               target="metric-docs")
 
 if __name__ == "__main__":
     sys.exit(main())
