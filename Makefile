@@ -74,7 +74,8 @@ docs: venv
 flag-docs: venv
 	$(PY) -m harness.flag_docs
 
-# docs/metrics.md, every exported metric, from the collectors (support/harness/metric_docs.py).
+# docs/metrics.md, every exported metric, condition reason and Event reason, from the
+# collectors and the product source (support/harness/metric_docs.py, reasons.py).
 .PHONY: metric-docs
 metric-docs: venv
 	$(PY) -m harness.metric_docs

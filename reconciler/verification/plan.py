@@ -250,8 +250,10 @@ def verified_condition(
         return "Unknown", "VerificationPending", "Freight is pending verification"
     if phase == "Running":
         return "Unknown", "VerificationRunning", "Freight is currently being verified"
-    if phase in ("Failed", "Error"):
-        return "False", f"Verification{phase}", message
+    if phase == "Failed":
+        return "False", "VerificationFailed", message
+    if phase == "Error":
+        return "False", "VerificationError", message
     if phase == "Aborted":
         return "False", "VerificationAborted", message
     if phase == "Inconclusive":
