@@ -83,12 +83,10 @@ def _warn_on_pod(args: argparse.Namespace, *, reason: str, message: str) -> None
     from webhook.server.pod_events import own_pod, warn_on_pod
 
     if own_pod() is None:
-        return
+        return  # outside a Pod: the stderr or log line stands alone
     try:
-        from kubekit.client import load_api_client
-
-        client = load_api_client(args.kubeconfig, default_kubeconfig=False, pool_size=1)
-    except Exception:  # no cluster to tell: the stderr or log line stands alone
+        client = api_client(args.kubeconfig)
+    except Exception:  # no cluster to tell
         return
     warn_on_pod(client, reason=reason, message=message)
 

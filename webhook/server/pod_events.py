@@ -1,6 +1,6 @@
 """A Warning Event on the webhook's own Pod when its certificate cannot work, so
 ``kubectl describe pod`` and ``kubectl get events`` say why the webhook fails closed
-(docs/install.md "Certificates" under the webhook's flags), next to the log line.
+(docs/components.md "Webhook", its `--tls-cert-file` flag), next to the log line.
 
 The Pod is named by the downward API (``POD_NAME``, ``POD_NAMESPACE``, ``POD_UID``, set by
 the chart and ``manifests/``); without them, or without a cluster to talk to, nothing is
