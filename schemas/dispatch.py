@@ -41,13 +41,17 @@ def check(
     template_lookup: TemplateLookup | None = None,
     rollout_managers: RolloutManagerLookup | None = None,
     allow_http_plugins: bool = False,
+    served: bool = False,
 ) -> list[Finding]:
-    """Every finding for ``obj`` (errors and warnings), or ``[]`` for other kinds."""
+    """Every finding for ``obj`` (errors and warnings), or ``[]`` for other kinds.
+
+    ``served``: the API server accepted ``obj`` (admission and the reconciler; not the
+    offline CLI): see ``schemas.skew``."""
     kind = owned_kind(obj)
     if kind == KIND_STAGE:
-        return check_stage(obj, template_lookup=template_lookup)
+        return check_stage(obj, template_lookup=template_lookup, served=served)
     if kind == KIND_ROLLOUT_MANAGER:
         return check_rollout_manager(
-            obj, allow_http_plugins=allow_http_plugins, rollout_managers=rollout_managers
-        )
+            obj, allow_http_plugins=allow_http_plugins, rollout_managers=rollout_managers,
+            served=served)
     return []

@@ -56,6 +56,9 @@ def render_path(path: Iterable[PathPart]) -> str:
 class Finding:
     """One error or warning about the field at ``path``.
 
+    ``unknown`` marks a field the schema does not declare: in an object the API server
+    accepted, that is a newer upstream's field, not a mistake (``schemas.skew``).
+
     ``compare`` lists the paths whose values decide validation ratcheting on UPDATE
     (docs/comparison.md "Decisions where upstream left a question open", "Ratcheting", and
     schemas/README.md: for a duplicate the whole list, for both spellings both stanzas). It
@@ -67,6 +70,9 @@ class Finding:
     message: str
     warning: bool = False
     compare: tuple[Path, ...] = field(default=())
+    # A field rollgate's pinned schema does not know (``schemas.skew`` decides whether
+    # that is an error or a newer upstream's field).
+    unknown: bool = False
 
     @property
     def field(self) -> str:

@@ -16,12 +16,14 @@ from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from schemas.compiled import PLUGINS_VALIDATOR
+from schemas.constants import KIND_ROLLOUT_MANAGER
 from schemas.findings import Finding, Path, sort_findings
 from schemas.hosts import host_form, host_problem, host_warning, ip_address_of, netloc_host
 from schemas.limits import oversized
 from schemas.lookups import LookupUnavailable, RolloutManagerLookup
 from schemas.normalize import PLUGIN_LISTS, normalize_sha256
 from schemas.objects import meta_of
+from schemas.skew import as_served
 from schemas.translate import schema_findings, short
 
 # Argo Rollouts' own pattern (utils/plugin/types): <namespace>/<name>.
@@ -403,8 +405,12 @@ def check_rollout_manager(
     *,
     allow_http_plugins: bool = False,
     rollout_managers: RolloutManagerLookup | None = None,
+    served: bool = False,
 ) -> list[Finding]:
     """Errors and warnings for ``spec.plugins`` (plus the one-per-namespace warning).
+
+    ``served``: the API server accepted ``rm``, so a field rollgate does not know is a
+    newer argo-rollouts-manager's: a warning (``schemas.skew``).
 
     ``rollout_managers(namespace)`` enables the "second RolloutManager" warning; when it
     raises ``LookupUnavailable`` that warning is left out, and it is never asked for an
@@ -418,7 +424,9 @@ def check_rollout_manager(
         too_big = oversized(("spec", "plugins"), plugins, PLUGIN_LISTS)
         if too_big:
             return too_big
-    findings = schema_findings(PLUGINS_VALIDATOR, rm)
+    findings = schema_findings(PLUGINS_VALIDATOR, rm, served=served)
+    if served:
+        findings = as_served(findings, kind=KIND_ROLLOUT_MANAGER)
     if isinstance(plugins, dict):
         for list_name in PLUGIN_LISTS:
             entries = plugins.get(list_name)

@@ -24,6 +24,7 @@ from schemas.compiled import STAGE_VALIDATOR
 from schemas.constants import (
     KIND_ANALYSIS_TEMPLATE,
     KIND_CLUSTER_ANALYSIS_TEMPLATE,
+    KIND_STAGE,
     RESERVED_LABEL_KEYS,
     RESERVED_LABEL_PREFIX,
 )
@@ -36,24 +37,30 @@ from schemas.names import (
     qualified_name_problem,
 )
 from schemas.references import template_warnings
+from schemas.skew import as_served
 from schemas.translate import schema_findings, short
 
 SPELLINGS: tuple[str, str] = ("analysis", "verification")
 TEMPLATE_LIST: dict[str, str] = {"analysis": "templates", "verification": "analysisTemplates"}
 
 
-def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None) -> list[Finding]:
+def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None,
+                served: bool = False) -> list[Finding]:
     """Errors and warnings for ``spec.analysis`` / ``spec.verification`` of a Stage.
 
     ``template_lookup`` enables the cross-object warnings; when it raises
     ``LookupUnavailable`` those warnings are left out and the rest still applies.
+    ``served``: the API server accepted ``stage`` (admission, the reconciler), so a field
+    rollgate does not know is a newer Kargo's: a warning (``schemas.skew``).
     """
     if not isinstance(stage, dict):
         return []
     too_big = _oversized(stage)
     if too_big:
         return too_big
-    findings = schema_findings(STAGE_VALIDATOR, stage)
+    findings = schema_findings(STAGE_VALIDATOR, stage, served=served)
+    if served:
+        findings = as_served(findings, kind=KIND_STAGE)
     spec = stage.get("spec")
     if isinstance(spec, dict):
         present = [s for s in SPELLINGS if spec.get(s) is not None]

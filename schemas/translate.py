@@ -252,10 +252,15 @@ class ErrorSource(Protocol):
     def iter_errors(self, instance: object) -> Iterator[ErrorLike]: ...
 
 
-def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
+def schema_findings(validator: ErrorSource, instance: object, *,
+                    served: bool = False) -> list[Finding]:
     """Every schema error in ``instance`` as findings, at most one per field path, in no
     particular order (the two libraries report errors in different orders; callers sort
-    the findings of all checks together)."""
+    the findings of all checks together).
+
+    ``served``: the API server accepted the object, so an unknown field is a newer
+    upstream's, not a misspelling (``schemas.skew``): a required field it resembles is
+    still reported missing."""
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
     # did-you-mean names a missing required field, only the unknown field (with its
@@ -264,18 +269,18 @@ def schema_findings(validator: ErrorSource, instance: object) -> list[Finding]:
     meant: set[Path] = set()
     missing: dict[Path, None] = {}  # ordered set: one ``required`` error per missing field
 
-    def offer(path: Path, rank: int, message: str) -> None:
+    def offer(path: Path, rank: int, message: str, *, unknown: bool = False) -> None:
         current = chosen.get(path)
         if current is None or rank < current[0]:
-            chosen[path] = (rank, Finding(path=path, message=message))
+            chosen[path] = (rank, Finding(path=path, message=message, unknown=unknown))
 
     for error in validator.iter_errors(instance):
         base = keyify(error.absolute_path)
         keyword = str(error.validator)
         if keyword == "additionalProperties":
             for name, message, guess in _unknown_fields(error):
-                offer((*base, name), 1, message)
-                if guess:
+                offer((*base, name), 1, message, unknown=True)
+                if guess and not served:
                     meant.add((*base, guess))
         elif keyword == "required":
             present = error.instance if isinstance(error.instance, Mapping) else {}

@@ -298,6 +298,9 @@ def validate(request: AdmissionRequest, *, resource: str, lookups: Lookups,
             template_lookup=template,
             rollout_managers=managers,
             allow_http_plugins=allow_http_plugins,
+            # The API server checked the CRD's schema first: an unknown field is a
+            # newer upstream's (docs/install.md "Version skew").
+            served=True,
         )
         old = request.get("oldObject")
         if request.get("operation") == "UPDATE" and isinstance(old, dict):

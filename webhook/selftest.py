@@ -4,7 +4,10 @@ The self-test makes server-side dry runs through the API server, as ``kubectl ap
 --dry-run=server`` would, so it proves the whole path a user's write takes: the API
 server, the webhook configurations, the Service and the webhook pods. It passes only
 when an invalid Stage and an invalid RolloutManager are denied by rollgate's own
-validating webhooks with the field paths expected, and a valid Stage is allowed.
+validating webhooks with the field paths expected, and a valid Stage is allowed. A
+check whose kind the API server does not serve (its CRD is not installed: no Kargo, or
+Argo Rollouts without argo-rollouts-manager) is skipped and says so; a denial by another
+webhook (Kargo's, in a namespace that is not a Project) is a failure.
 """
 
 from __future__ import annotations
@@ -40,6 +43,24 @@ class Answer:
 class Verdict:
     passed: bool
     line: str
+    skipped: bool = False
+
+
+def skipped(probe: Probe) -> Verdict:
+    """The verdict for a probe whose kind is not served: nothing there to protect yet."""
+    return Verdict(True, f"SKIP {probe.title}: the CRD {probe.crd} is not served by this "
+                         "cluster (install Kargo or argo-rollouts-manager, which bring it, "
+                         "and run again to check it)", skipped=True)
+
+
+def summary(verdicts: list[Verdict], *, namespace: str) -> str:
+    """The last line: how many checks passed, failed and were skipped."""
+    ran = [v for v in verdicts if not v.skipped]
+    passed = sum(v.passed for v in ran)
+    skips = len(verdicts) - len(ran)
+    return (f"{passed} of {len(ran)} checks passed"
+            + (f", {skips} skipped (CRD not served)" if skips else "")
+            + f" (namespace {namespace})")
 
 
 def _requested_freight() -> list[dict[str, Any]]:
@@ -89,9 +110,11 @@ def message_of(body: str) -> str:
 def judge(probe: Probe, answer: Answer, *, namespace: str) -> Verdict:
     """PASS or FAIL for one dry run, with what was seen and what to do."""
     if answer.status == 404 and "could not find the requested resource" in answer.message:
-        return Verdict(False, f"FAIL {probe.title}: the CRD {probe.crd} is not installed; "
-                              "install it (Kargo or argo-rollouts-manager brings it) and "
-                              "run again")
+        # Discovery listed the kind a moment ago (else it was skipped): a CRD removed or
+        # not yet Established in between.
+        return Verdict(False, f"FAIL {probe.title}: the CRD {probe.crd} is not served "
+                              "although discovery listed it; run again once it is "
+                              "Established")
     if answer.status == 403:
         return Verdict(False, f"FAIL {probe.title}: not allowed to create it in namespace "
                               f"{namespace}: {answer.message} (the chart's selftest Role "

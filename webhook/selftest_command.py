@@ -2,7 +2,8 @@
 rollgate's webhooks judge what users apply (the I/O of :mod:`webhook.selftest`).
 
 Three server-side dry runs (``dryRun=All``: nothing is stored) in ``--namespace``; one
-PASS or FAIL line each; exit 0 only when all pass. The chart's ``helm test`` runs it in a
+PASS, FAIL or SKIP line each (SKIP only for a kind the API server does not serve, as its
+discovery says); exit 0 only when none fails. The chart's ``helm test`` runs it in a
 pod of rollgate's own image, which has no kubectl.
 """
 
@@ -16,9 +17,19 @@ from collections.abc import Sequence
 from kubernetes.client.exceptions import ApiException
 
 from kubekit.client import load_api_client
+from kubekit.discovery import Discovery, RestDiscovery, missing_crds
 from kubekit.kinds import ROLLOUT_MANAGER, STAGE, Resource
 from kubekit.rest import Rest, brief, resource_path
-from webhook.selftest import PROBES, Answer, Probe, Verdict, judge, message_of
+from webhook.selftest import (
+    PROBES,
+    Answer,
+    Probe,
+    Verdict,
+    judge,
+    message_of,
+    skipped,
+    summary,
+)
 
 RESOURCES = {"Stage": STAGE, "RolloutManager": ROLLOUT_MANAGER}
 
@@ -52,8 +63,16 @@ def dry_run(rest: Rest, probe: Probe, namespace: str) -> Answer:
     return Answer(status=201)
 
 
+def check(rest: Rest, discovery: Discovery, probe: Probe, namespace: str) -> Verdict:
+    """Skip the probe when its kind is not served; else judge its dry run."""
+    if missing_crds(discovery, [RESOURCES[probe.body["kind"]]]):
+        return skipped(probe)
+    return judge(probe, dry_run(rest, probe, namespace), namespace=namespace)
+
+
 def run(rest: Rest, namespace: str) -> list[Verdict]:
-    return [judge(p, dry_run(rest, p, namespace), namespace=namespace) for p in PROBES]
+    discovery = RestDiscovery(rest)
+    return [check(rest, discovery, p, namespace) for p in PROBES]
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "rollgate selftest") -> int:
@@ -67,7 +86,5 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rollgate selftest") 
         return 1
     for verdict in verdicts:
         print(verdict.line)
-    failed = sum(not v.passed for v in verdicts)
-    print(f"{len(verdicts) - failed} of {len(verdicts)} checks passed "
-          f"(namespace {args.namespace})")
-    return 1 if failed else 0
+    print(summary(verdicts, namespace=args.namespace))
+    return 0 if all(v.passed for v in verdicts) else 1

@@ -199,7 +199,8 @@ def compare_with_operator(
     spec = schemas.normalize_plugins(rm)
     found: list[Finding] = []
     errors = schemas.errors(
-        schemas.check_rollout_manager(rm, allow_http_plugins=allow_http_plugins))
+        schemas.check_rollout_manager(rm, allow_http_plugins=allow_http_plugins,
+                                      served=True))
     if errors:
         found.append(Finding("invalid-spec", "", (
             f"spec.plugins is invalid and {OPERATOR} renders it anyway: "

@@ -96,7 +96,7 @@ def render_plugin_config(
     """
     found = schemas.errors(
         schemas.check_rollout_manager(
-            dict(rollout_manager), allow_http_plugins=allow_http_plugins
+            dict(rollout_manager), allow_http_plugins=allow_http_plugins, served=True
         )
     )
     if found:

@@ -57,8 +57,10 @@ Rules the runtime guarantees and relies on:
   ``--namespaces`` for namespaced kinds; objects are shared: never mutate them,
   ``copy.deepcopy`` before editing. Asking for a kind not in ``watches`` raises
   ``KeyError``. The cache lags writes: after a write, use the API response.
-- Workers start only after all caches have synced; with leader election only the
-  leader starts informers and workers. Losing the lease exits the process.
+- A controller starts once the API server serves every kind it watches (a missing CRD
+  makes it wait, not the others; ``runtime.discovery``), and its workers only after its
+  caches have synced; with leader election only the leader starts informers and
+  workers. Losing the lease exits the process.
 - ``ctx.options`` is the runtime's ``RuntimeOptions`` (``namespaces``, ``identity``,
   ``workers``...); a feature's own flags are in the options its controller was built
   from, never in ``ctx``.
@@ -68,5 +70,6 @@ Rules the runtime guarantees and relies on:
 - Logs are JSON; pass ``extra={"key": str(key), "controller": self.name}``.
 - Metrics (``/metrics``): ``rollgate_reconciler_reconcile_total{controller,result}``,
   ``..._reconcile_errors_total``, ``..._reconcile_duration_seconds``,
-  ``..._queue_depth``, ``..._watch_restarts_total{resource,reason}``, ``..._leader``.
+  ``..._queue_depth``, ``..._watch_restarts_total{resource,reason}``, ``..._leader``,
+  ``..._crd_waiting{controller,crd}``.
 """

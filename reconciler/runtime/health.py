@@ -51,6 +51,11 @@ class Metrics:
             "(closed = normal server timeout, gone = 410 re-list, error)",
             ["resource", "reason"], registry=r,
         )
+        self.crd_waiting = Gauge(
+            "rollgate_reconciler_crd_waiting", "1 while the controller waits for this "
+            "CRD to be served (it starts once it is), 0 after",
+            ["controller", "crd"], registry=r,
+        )
         self.leader = Gauge(
             "rollgate_reconciler_leader", "1 while this replica holds the lease", registry=r,
         )

@@ -84,6 +84,10 @@ class Informer:
                                                self.resource.label_selector) if s)
         return f"{self.resource.plural}.{self.resource.group or 'core'}/{scope}{selector}"
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"informer {self.name}", daemon=True)
         self._thread.start()

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from kubekit.discovery import Discovery, RestDiscovery, missing_crds
 from kubekit.kinds import Resource
 from kubekit.rest import Rest, brief, namespace_terminating
 from schemas.objects import Obj
@@ -44,6 +45,11 @@ class ControllerRunner:
         self.queue: WorkQueue[Key] = WorkQueue(backoff=Backoff(base=0.5, cap=120.0))
         self.metrics = metrics
         self.workers = workers
+        self.resources = tuple(dict.fromkeys(w.resource for w in controller.watches))
+        # The CRDs it waits for (empty once all are served; None until first looked up).
+        self.waiting_for: list[str] | None = None
+        self.launched = threading.Event()  # its informers run; events reach its queue
+        self.running = threading.Event()  # its caches synced and its workers run
         self._threads: list[threading.Thread] = []
         metrics.queue_depth.labels(self.name).set_function(lambda: len(self.queue))
         metrics.register(controller.collectors)  # the feature's metrics
@@ -141,9 +147,14 @@ class Manager:
         api: Any,
         controllers: Sequence[Controller],
         options: RuntimeOptions,
+        discovery: Discovery | None = None,
+        rest: Rest | None = None,
     ) -> None:
+        """``discovery``: what tells which CRDs are served (the API's by default);
+        ``rest``: the client over ``api`` (``Rest(api)`` by default)."""
         self.api = api
-        self.rest = Rest(api)
+        self.rest = rest or Rest(api)
+        self.discovery: Discovery = discovery or RestDiscovery(self.rest)
         self.options = options
         self.metrics = Metrics()
         self.stop = threading.Event()
@@ -195,14 +206,17 @@ class Manager:
                 stop=self.stop,
             )
         self._started = threading.Event()
-        self._workers_running = threading.Event()
         self.health: HealthServer | None = None
         self._elector_thread: threading.Thread | None = None
 
     # -- wiring -------------------------------------------------------------------
     def _handler_for(self, resource: Resource) -> Handler:
         def handle(etype: str, old: Obj | None, new: Obj) -> None:
+            # Only to controllers whose informers run: a waiting one reads caches that
+            # are not filled, and its first resync queues every primary anyway.
             for runner in self.runners:
+                if not runner.launched.is_set():
+                    continue
                 for key in runner.keys_for(resource, old, new, self.cache):
                     runner.queue.add(key)
         return handle
@@ -215,12 +229,26 @@ class Manager:
         return count
 
     def ready(self) -> tuple[bool, str]:
+        """Ready once every controller that can run has synced caches; a controller
+        waiting for its CRD holds nothing (the message names what it waits for)."""
         if self.elector is not None and not self.elector.is_leader.is_set():
             return True, "standby: not the leader"
-        waiting = [i.name for i in self.informers if not i.synced.is_set()]
-        if not self._started.is_set() or waiting:
-            return False, "caches not synced: " + ", ".join(waiting)
-        return True, "ok"
+        unknown = [r.name for r in self.runners if r.waiting_for is None]
+        if not self._started.is_set() or unknown:
+            return False, "looking up the CRDs of: " + ", ".join(unknown or self._names())
+        syncing = [i.name for r in self.runners if r.launched.is_set()
+                   for i in self._informers_of(r) if not i.synced.is_set()]
+        if syncing:
+            return False, "caches not synced: " + ", ".join(dict.fromkeys(syncing))
+        waiting = [f"{r.name} ({', '.join(r.waiting_for)})"
+                   for r in self.runners if r.waiting_for]
+        return True, "ok" + ("; waiting for CRDs: " + "; ".join(waiting) if waiting else "")
+
+    def _names(self) -> list[str]:
+        return [r.name for r in self.runners]
+
+    def _informers_of(self, runner: ControllerRunner) -> list[Informer]:
+        return [i for i in self.informers if i.resource in runner.resources]
 
     # -- lifecycle ------------------------------------------------------------------
     def _start_controllers(self) -> None:
@@ -228,37 +256,88 @@ class Manager:
             return
         self._started.set()
         self.metrics.leader.set(1)
-        for inf in self.informers:
-            inf.start()
-        threading.Thread(target=self._after_sync, name="start-workers", daemon=True).start()
+        threading.Thread(target=self._start_when_served, name="crd-discovery",
+                         daemon=True).start()
+        threading.Thread(target=self._resync_loop, name="resync", daemon=True).start()
 
-    def _after_sync(self) -> None:
-        for inf in self.informers:
+    def _start_when_served(self) -> None:
+        """Start each controller once the API server serves every resource it watches;
+        ask again every ``crd_poll_interval`` seconds for those still waiting, so one
+        starts within seconds of its CRD being created, with no restart."""
+        pending = list(self.runners)
+        while pending and not self.stop.is_set():
+            pending = [r for r in pending if not self._launch_if_served(r)]
+            if pending:
+                self.stop.wait(self.options.crd_poll_interval)
+
+    def _launch_if_served(self, runner: ControllerRunner) -> bool:
+        try:
+            missing = missing_crds(self.discovery, runner.resources)
+        except Exception as exc:
+            log.warning("cannot look up the CRDs the controller needs: %s", brief(exc),
+                        extra={"controller": runner.name})
+            return False
+        self._record_waiting(runner, missing)
+        if missing:
+            return False
+        for informer in self._informers_of(runner):
+            if not informer.started:
+                informer.start()
+        runner.launched.set()
+        threading.Thread(target=self._run_when_synced, args=(runner,),
+                         name=f"start-{runner.name}", daemon=True).start()
+        return True
+
+    def _record_waiting(self, runner: ControllerRunner, missing: list[str]) -> None:
+        """Log each change of what ``runner`` waits for and keep the gauge current."""
+        before = runner.waiting_for or []
+        if missing and missing != before:
+            log.warning("controller waits for its CRDs (not served by the API server); it "
+                        "starts once they are", extra={"controller": runner.name,
+                                                       "crds": ",".join(missing)})
+        elif before and not missing:
+            log.info("CRDs served, starting the controller",
+                     extra={"controller": runner.name, "crds": ",".join(before)})
+        for crd in dict.fromkeys([*before, *missing]):
+            self.metrics.crd_waiting.labels(runner.name, crd).set(int(crd in missing))
+        runner.waiting_for = missing
+
+    def _run_when_synced(self, runner: ControllerRunner) -> None:
+        """Workers start only once the controller's caches are filled, so a reconcile
+        never mistakes "not listed yet" for "does not exist"."""
+        informers = self._informers_of(runner)
+        for inf in informers:
             while not inf.synced.wait(1.0):
                 if self.stop.is_set():
                     return
-        log.info("caches synced", extra={"informers": len(self.informers)})
-        for runner in self.runners:
-            runner.start(self.ctx)
-        self._workers_running.set()
+        log.info("caches synced", extra={"controller": runner.name,
+                                         "informers": len(informers)})
+        runner.start(self.ctx)
+        runner.running.set()
         # Once at start: resync_keys may find leftovers (e.g. of objects deleted while
         # no replica was running) that no watch event will ever point at.
-        self.resync()
-        period = self.options.resync_period
-        while not self.stop.wait(period):
+        self._resync(runner)
+
+    def _resync_loop(self) -> None:
+        while not self.stop.wait(self.options.resync_period):
             self.resync()
 
     def resync(self) -> None:
-        """Queue every primary object, plus what a controller's ``resync_keys`` adds."""
+        """Queue every primary object of each running controller, plus what its
+        ``resync_keys`` adds."""
         for runner in self.runners:
-            c = runner.controller
-            for obj in self.cache.list(c.primary):
-                runner.queue.add(object_key(obj))
-            try:
-                for key in c.resync_keys(self.cache):
-                    runner.queue.add(key)
-            except Exception:
-                log.exception("resync_keys failed", extra={"controller": runner.name})
+            if runner.running.is_set():
+                self._resync(runner)
+
+    def _resync(self, runner: ControllerRunner) -> None:
+        c = runner.controller
+        for obj in self.cache.list(c.primary):
+            runner.queue.add(object_key(obj))
+        try:
+            for key in c.resync_keys(self.cache):
+                runner.queue.add(key)
+        except Exception:
+            log.exception("resync_keys failed", extra={"controller": runner.name})
 
     def _lost_leadership(self) -> None:
         # Another replica may already be acting: stop at once rather than finish

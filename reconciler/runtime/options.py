@@ -48,3 +48,7 @@ class RuntimeOptions:
     namespaces: tuple[str, ...] = ()  # --namespaces; empty: every namespace
     workers: int = DEFAULT_WORKERS  # worker threads per controller
     resync_period: float = 300.0  # seconds between full resyncs
+    # Seconds between discovery requests while a controller waits for its CRD: it starts
+    # within about this long of the CRD being Established (docs/operating.md,
+    # "Controllers and missing CRDs"). No flag: one cheap GET a second only while waiting.
+    crd_poll_interval: float = 1.0

@@ -277,7 +277,7 @@ def _merge_other_fields(sources: Sequence[tuple[TemplateKey, Mapping[str, Any]]]
 
 def check_stanza(stage: Mapping[str, Any]) -> schemas.AnalysisSpec:
     """The normalized stanza; AnalysisBuildError naming every invalid field."""
-    problems = schemas.errors(schemas.check_stage(stage))
+    problems = schemas.errors(schemas.check_stage(stage, served=True))
     if problems:
         raise AnalysisBuildError(
             "invalid analysis stanza: " + "; ".join(f"{f.field}: {f.message}" for f in problems)

@@ -31,9 +31,10 @@ from schemas.cli.manifests import (
 )
 from schemas.cli.migrate import legacy_findings
 from schemas.constants import KIND_ROLLOUT_MANAGER, KIND_STAGE
-from schemas.crdschema import CrdSchemas, check_against_crds
+from schemas.crdschema import CrdSchemas, check_against_crds, declares
 from schemas.dispatch import check, owned_kind
 from schemas.findings import Finding, Path
+from schemas.skew import reclassify
 from schemas.translate import quote_hint
 
 
@@ -103,7 +104,14 @@ def _in_document_order(findings: list[Finding], located: Located
 def _with_crd_findings(findings: list[Finding], obj: dict[str, Any],
                        schemas: CrdSchemas) -> list[Finding]:
     """``findings`` plus the CRD schema's errors on paths they do not already report
-    (the webhook's own message there is the more helpful one: one error per field)."""
+    (the webhook's own message there is the more helpful one: one error per field).
+
+    A field rollgate does not know is a warning where the CRD (a newer release's, given
+    with ``--crds``) declares it, else an error naming the versions rollgate checks
+    (``schemas.skew``)."""
+    kind = str(obj.get("kind"))
+    findings = reclassify(findings, kind=kind,
+                          declared=lambda path: declares(obj, path, schemas=schemas))
     reported = {f.path for f in findings if not f.warning}
     return findings + [f for f in check_against_crds(obj, schemas=schemas)
                        if f.path not in reported]

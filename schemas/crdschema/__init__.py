@@ -17,6 +17,7 @@ server's schema stage refused, so repeating the checks there would only cost tim
 from __future__ import annotations
 
 from schemas.crdschema.load import CrdSchemas, bundled_schemas, schemas_from_documents
-from schemas.crdschema.structural import check_against_crds
+from schemas.crdschema.structural import check_against_crds, declares
 
-__all__ = ["CrdSchemas", "bundled_schemas", "check_against_crds", "schemas_from_documents"]
+__all__ = ["CrdSchemas", "bundled_schemas", "check_against_crds", "declares",
+           "schemas_from_documents"]

@@ -332,3 +332,19 @@ def _walk_object(walk: _Walk, obj: dict[str, Any], found: VersionSchema) -> None
         elif not root.keeps_unknown:
             guessed.add(walk.unknown((key,), root.known))
     walk.required(obj, root.required, root.defaulted | guessed, ())
+
+
+def declares(obj: dict[str, Any], path: Path, *, schemas: CrdSchemas) -> bool:
+    """Whether the CRD of ``obj``'s kind and version among ``schemas`` declares the field
+    at ``path`` (or keeps unknown fields there): the API server would store it."""
+    kind = obj.get("kind")
+    found, _ = _version(obj, kind, schemas) if isinstance(kind, str) else (None, [])
+    node = found.root if found is not None else None
+    for part in path:
+        if node is None:
+            return False
+        if node.keeps_unknown:
+            return True
+        node = node.items if isinstance(part, int) else (
+            node.properties.get(part) or node.additional)
+    return node is not None

@@ -324,7 +324,7 @@ def test_notes_say_what_was_installed_and_where_the_certificate_comes_from(sourc
                  "Deployment rollgate-reconciler (2 pods, leader-elected)",
                  f"Secret rollgate-webhook-tls (certificates.source={source})",
                  "kubectl -n rollgate-system get pods",
-                 "helm test rollgate -n rollgate-system --logs",
+                 "helm test rollgate -n rollgate-system\n",
                  "kubectl apply --dry-run=server -n default -f - <<'EOF'"):
         assert line in notes, (line, notes)
     flat = " ".join(notes.split())

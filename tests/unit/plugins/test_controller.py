@@ -175,8 +175,9 @@ def test_the_manager_maps_events_through_its_cache_from_the_start() -> None:
     c = RolloutPluginsController()
     manager = Manager(api=None, controllers=[c], options=RuntimeOptions(leader_elect=False))
     manager.stores[ROLLOUT_MANAGER].upsert(rm("a", "2026-01-01T00:00:03Z"))
-    manager._handler_for(c.config_maps)("ADDED", None, cm({}))
     [runner] = manager.runners
+    runner.launched.set()  # its CRD is served and its informers run
+    manager._handler_for(c.config_maps)("ADDED", None, cm({}))
     assert runner.queue.get() == Key("ns", "a")
 
 

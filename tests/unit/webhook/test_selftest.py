@@ -17,6 +17,8 @@ from webhook.selftest import (
     Probe,
     judge,
     message_of,
+    skipped,
+    summary,
 )
 
 INVALID_STAGE, INVALID_RM, VALID_STAGE = PROBES
@@ -61,11 +63,22 @@ def test_a_denial_by_another_webhook_or_without_a_path_fails() -> None:
     assert not partial.passed and INVALID_RM.paths[1] in partial.line
 
 
-def test_an_absent_crd_is_named() -> None:
+def test_a_crd_gone_after_discovery_listed_it_fails() -> None:
     verdict = judge(INVALID_RM, Answer(404, "the server could not find the requested "
                                             "resource"), namespace="ns")
     assert not verdict.passed
-    assert "the CRD rolloutmanagers.argoproj.io is not installed" in verdict.line
+    assert "the CRD rolloutmanagers.argoproj.io is not served" in verdict.line
+
+
+def test_a_kind_not_served_is_skipped_and_counted_apart() -> None:
+    verdicts = [skipped(INVALID_RM), judge(VALID_STAGE, Answer(201), namespace="ns")]
+    assert verdicts[0].passed and verdicts[0].skipped
+    assert verdicts[0].line.startswith("SKIP an invalid RolloutManager is denied: the CRD "
+                                       "rolloutmanagers.argoproj.io is not served")
+    assert summary(verdicts, namespace="ns") == (
+        "1 of 1 checks passed, 1 skipped (CRD not served) (namespace ns)")
+    failed = [judge(VALID_STAGE, denial(STAGE_HOOK, "spec"), namespace="ns")]
+    assert summary(failed, namespace="ns") == "0 of 1 checks passed (namespace ns)"
 
 
 def test_the_valid_stage_must_be_allowed() -> None:
