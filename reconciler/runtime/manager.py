@@ -48,6 +48,7 @@ class ControllerRunner:
         self.resources = tuple(dict.fromkeys(w.resource for w in controller.watches))
         # The CRDs it waits for (empty once all are served; None until first looked up).
         self.waiting_for: list[str] | None = None
+        self.waited = False  # it has waited for a CRD: its start never gates readiness
         self.launched = threading.Event()  # its informers run; events reach its queue
         self.running = threading.Event()  # its caches synced and its workers run
         self._threads: list[threading.Thread] = []
@@ -236,13 +237,22 @@ class Manager:
         unknown = [r.name for r in self.runners if r.waiting_for is None]
         if not self._started.is_set() or unknown:
             return False, "looking up the CRDs of: " + ", ".join(unknown or self._names())
-        syncing = [i.name for r in self.runners if r.launched.is_set()
+        # A controller that waited for its CRD never gates readiness, not even while its
+        # caches fill once the CRD came: a Ready replica stays Ready.
+        syncing = [i.name for r in self.runners if r.launched.is_set() and not r.waited
                    for i in self._informers_of(r) if not i.synced.is_set()]
         if syncing:
             return False, "caches not synced: " + ", ".join(dict.fromkeys(syncing))
+        notes = ["ok"]
+        starting = [r.name for r in self.runners if r.waited and r.launched.is_set()
+                    and not r.running.is_set()]
+        if starting:
+            notes.append("starting: " + ", ".join(starting))
         waiting = [f"{r.name} ({', '.join(r.waiting_for)})"
                    for r in self.runners if r.waiting_for]
-        return True, "ok" + ("; waiting for CRDs: " + "; ".join(waiting) if waiting else "")
+        if waiting:
+            notes.append("waiting for CRDs: " + "; ".join(waiting))
+        return True, "; ".join(notes)
 
     def _names(self) -> list[str]:
         return [r.name for r in self.runners]
@@ -301,6 +311,7 @@ class Manager:
         for crd in dict.fromkeys([*before, *missing]):
             self.metrics.crd_waiting.labels(runner.name, crd).set(int(crd in missing))
         runner.waiting_for = missing
+        runner.waited = runner.waited or bool(missing)
 
     def _run_when_synced(self, runner: ControllerRunner) -> None:
         """Workers start only once the controller's caches are filled, so a reconcile
