@@ -26,7 +26,9 @@
 # github.com/cert-manager/cert-manager, whose only template actions, in metadata.labels,
 # are filled in as cert-manager's chart would for a release named cert-manager) and the
 # Prometheus Operator's ServiceMonitor and PrometheusRule (example/prometheus-operator-crd
-# of github.com/prometheus-operator/prometheus-operator).
+# of github.com/prometheus-operator/prometheus-operator); and argo-helm's argo-rollouts
+# chart (charts/argo-rollouts of github.com/argoproj/argo-helm, with the repository's
+# LICENSE), which the node installs with `helm install` as users install Argo Rollouts.
 #
 # Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
@@ -41,6 +43,7 @@
 #   cert-manager-<version>/            controller cainjector
 #   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
+#   chart-argo-rollouts-<chart version>/  argo-helm's argo-rollouts chart and LICENSE
 # Binaries already there are reused when they run and report the pinned version (for
 # the two built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
@@ -61,6 +64,8 @@ expr_version="${EXPR_LANG_VERSION}"
 helm_version="${HELM_VERSION}"
 cert_manager_version="${CERT_MANAGER_VERSION}"
 prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
+argo_helm_version="${ARGO_HELM_MODULE_VERSION}"
+rollouts_chart_version="${ARGO_ROLLOUTS_CHART_VERSION}"
 repo="$(dirname "${hack}")"
 kargo_src="${ROLLGATE_KARGO_SRC:-${repo}/../shared/upstream/kargo-${kargo_version}}"
 manager_src="${ROLLGATE_ROLLOUTS_MANAGER_SRC:-${repo}/../shared/upstream/argo-rollouts-manager-${manager_version}}"
@@ -79,6 +84,7 @@ helm_out="${cache}/helm-${helm_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
+rollouts_chart="${cache}/chart-argo-rollouts-${rollouts_chart_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
@@ -412,12 +418,37 @@ copy_crds() {
     log "${name}: $(find "${dest}" -name '*.yaml' | wc -l) CRDs in ${dest} ($((SECONDS - started))s)"
 }
 
+# argo-helm's charts/argo-rollouts (and its LICENSE) of the pinned commit, copied into
+# `dest`; refused unless its Chart.yaml has the pinned chart version.
+copy_rollouts_chart() {
+    local dest="$1" dir
+    if [[ -f "${dest}/.complete" ]]; then
+        log "argo-rollouts chart: cached at ${dest}"
+        return 0
+    fi
+    log "argo-rollouts chart: downloading github.com/argoproj/argo-helm@${argo_helm_version} (module proxy)"
+    dir="$(cd "${cache}" && GOFLAGS=-mod=mod go mod download -json \
+        "github.com/argoproj/argo-helm@${argo_helm_version}" \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    if ! grep -qx "version: ${rollouts_chart_version}" "${dir}/charts/argo-rollouts/Chart.yaml"; then
+        log "argo-rollouts chart: argo-helm@${argo_helm_version} does not hold chart ${rollouts_chart_version} (hack/versions.env)"
+        exit 1
+    fi
+    rm -rf "${dest}" && mkdir -p "${dest}"
+    cp -r "${dir}/charts/argo-rollouts" "${dest}/argo-rollouts"
+    cp "${dir}/LICENSE" "${dest}/LICENSE"
+    chmod -R u+w "${dest}"
+    touch "${dest}/.complete"
+    log "argo-rollouts chart: ${rollouts_chart_version} in ${dest}"
+}
+
 if [[ "${what}" == all || "${what}" == crds ]]; then
     copy_crds cert-manager-crds github.com/cert-manager/cert-manager "${cert_manager_version}" \
         deploy/crds "${cert_manager_crds}" '*.yaml'
     copy_crds monitoring-crds github.com/prometheus-operator/prometheus-operator \
         "${prometheus_operator_version}" example/prometheus-operator-crd "${monitoring_crds}" \
         monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+    copy_rollouts_chart "${rollouts_chart}"
 fi
 
 for b in ${upstream[@]+"${upstream[@]}"}; do

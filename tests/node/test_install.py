@@ -132,17 +132,28 @@ def check_helm_test(rel: Release) -> None:
     """`helm test` passes on the release; with rollgate's validating webhook
     configuration gone (a broken install), it fails and its pod says which check did."""
     passed = rel.test()
-    assert passed.returncode == 0, passed.stdout + passed.stderr
+    shown = passed.stdout + passed.stderr
+    assert passed.returncode == 0, shown
     for line in ("PASS an invalid Stage is denied by validate-stages.rollgate.dev",
                  "PASS an invalid RolloutManager is denied by "
                  "validate-rolloutmanagers.rollgate.dev",
                  "PASS a valid Stage is allowed", "3 of 3 checks passed"):
-        assert line in passed.stdout, passed.stdout
+        assert line in shown, shown
+    assert selftest_leftovers(rel.plane) == [], "helm test left objects behind"
     rel.plane.kubectl("delete", "validatingwebhookconfiguration", "rollgate")
     failed = rel.test()
-    assert failed.returncode != 0, failed.stdout
-    assert "FAIL an invalid Stage is denied: it was allowed" in failed.stdout, failed.stdout
-    assert "1 of 3 checks passed" in failed.stdout, failed.stdout
+    shown = failed.stdout + failed.stderr
+    assert failed.returncode != 0, shown
+    assert "FAIL an invalid Stage is denied: it was allowed" in shown, shown
+    assert "1 of 3 checks passed" in shown, shown
+    assert selftest_leftovers(rel.plane) == [], "a failed helm test left objects behind"
+
+
+def selftest_leftovers(plane: ControlPlane) -> list[str]:
+    """What ``helm test`` made and did not delete: anything labelled rollgate-selftest."""
+    out = plane.kubectl("get", "pods,serviceaccounts,roles,rolebindings,namespaces", "-A",
+                        "-l", "app.kubernetes.io/name=rollgate-selftest", "-o", "name")
+    return out.stdout.split()
 
 
 def backstop_objects(name: str) -> tuple[dict[str, Any], dict[str, Any]]:

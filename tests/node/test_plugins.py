@@ -1,5 +1,5 @@
 """Plugins for real: Argo Rollouts pods that download, check and load the plugins rollgate
-syncs (sync mode: Argo Rollouts from upstream's namespace install, no operator).
+syncs (sync mode: Argo Rollouts from argo-helm's chart, no operator).
 
 Everything is checked from the cluster as a user would: the ConfigMap, the pods and their
 logs, the RolloutManager's condition and Events, and an AnalysisRun whose metric is
@@ -32,6 +32,7 @@ from harness.kits.node import (
     wait_ready,
 )
 from harness.node.cluster import NodeCluster
+from harness.upstream import argo_helm
 from testkit.plugin_server import PluginServer
 from testkit.prometheus_stub import PrometheusStub
 from testkit.waits import wait_for
@@ -70,11 +71,16 @@ def release(node: NodeCluster, servers: Servers) -> Iterator[Release]:
 
 
 @pytest.fixture
-def rollouts(node: NodeCluster, release: Release, namespace: str) -> argo.ArgoNamespace:
-    argo.install(node.plane, namespace,
-                 argo.namespace_install(node.images.rollouts, harden=True))
+def rollouts(node: NodeCluster, release: Release, namespace: str
+             ) -> Iterator[argo.ArgoNamespace]:
+    """Argo Rollouts in the test's namespace from argo-helm's chart (namespaced, two
+    replicas that roll one at a time, Ready once they serve metrics)."""
+    argo_helm.install_crds(node.plane, argo.upstream_crds())
+    argo_helm.install(node.plane, namespace, argo_helm.values(
+        node.images.rollouts, namespaced=True, replicas=2, readiness=True))
     wait_ready(node.plane, namespace, selector=argo.SELECTOR, count=2)
-    return argo.ArgoNamespace(node.plane, namespace)
+    yield argo.ArgoNamespace(node.plane, namespace)
+    argo_helm.uninstall(node.plane, namespace)
 
 
 def plugin(servers: Servers, *, digest: str | None = None,
