@@ -1,5 +1,5 @@
 """The engine-mode executor (reconciler/verification/engine.py) over the one
-fake API (support/testkit/fakeapi.py).
+fake API (support/testkit/fakeapi/).
 
 Each test makes the API do what a real server cannot be told to do on cue: fail one
 request, answer AlreadyExists for a run the cache has not seen, refuse a stale write.
