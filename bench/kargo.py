@@ -86,11 +86,13 @@ from harness.process import ManagedProcess
 from harness.upstream import kargo, trees
 from harness.upstream import rollouts as argo_rollouts
 from reconciler.runtime.options import DEFAULT_WORKERS
+from schemas.constants import LABEL_STAGE
+from schemas.kinds import GROUP_KARGO
 from testkit import kargo_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 
-KARGO = "kargo.akuity.io"
+KARGO = GROUP_KARGO
 V1 = "v1alpha1"
 ROLLOUTS = "argoproj.io"
 TEMPLATE = "verdict"
@@ -306,7 +308,7 @@ class RunWatch(Watcher):
         self.finished: dict[str, float] = {}
 
     def _record(self, obj: dict[str, Any], now: float) -> None:
-        stage = (obj["metadata"].get("labels") or {}).get("kargo.akuity.io/stage", "")
+        stage = (obj["metadata"].get("labels") or {}).get(LABEL_STAGE, "")
         if stage not in self.freight_of:
             return
         self.created.setdefault(stage, now)
@@ -433,7 +435,7 @@ def runs_per_stage(co: client.CustomObjectsApi, ns: str) -> dict[str, int]:
     """How many Stages have how many AnalysisRuns."""
     runs = cast("dict[str, Any]", co.list_namespaced_custom_object(
         ROLLOUTS, V1, ns, "analysisruns"))["items"]
-    per = collections.Counter(r["metadata"].get("labels", {}).get("kargo.akuity.io/stage")
+    per = collections.Counter(r["metadata"].get("labels", {}).get(LABEL_STAGE)
                               for r in runs)
     return {str(k): v for k, v in sorted(collections.Counter(per.values()).items())}
 
