@@ -206,27 +206,42 @@ def run_for(runs: dict[str, Any], entry: Mapping[str, Any]) -> dict[str, Any] | 
 
 
 def check_pass(world: planner.World, p: planner.Plan) -> None:
+    history = (p.status or {}).get("freightHistory") or world.stage["status"].get(
+        "freightHistory") or []
+    check_newly_successful_marked(world, p, history)
+    check_ended_runs_terminated(world, p, history)
+
+
+def check_newly_successful_marked(world: planner.World, p: planner.Plan,
+                                  history: list[Any]) -> None:
+    """Every entry the pass records Successful gets ``verifiedIn`` planned for every
+    Freight of its collection the world holds (or the Freight already has it)."""
     before = {e.get("id"): e.get("phase")
               for c in world.stage["status"].get("freightHistory") or []
               for e in verification_history(c)}
-    history = (p.status or {}).get("freightHistory") or world.stage["status"].get(
-        "freightHistory") or []
+    planned = {name for name, body in p.freight
+               if body["status"]["verifiedIn"].get(STAGE) is not None}
+    for collection in history:
+        newly = [e for e in verification_history(collection) if e.get("phase") == "Successful"
+                 and before.get(e.get("id")) != "Successful"]
+        for entry in newly:
+            for name in freight_names(collection):
+                freight = world.freight.get(name)
+                assert freight is None or name in planned or STAGE in (
+                    freight.get("status") or {}).get("verifiedIn", {}), (
+                    f"{entry['id']} recorded Successful, {name} not marked")
+
+
+def check_ended_runs_terminated(world: planner.World, p: planner.Plan,
+                                history: list[Any]) -> None:
+    """No run of an entry that is ended (or of an older collection) is left running:
+    the plan terminates it."""
     runs = {r["metadata"]["name"]: r for r in world.runs}
     if p.create is not None:
         runs.setdefault(p.create["metadata"]["name"], p.create)
     terminated = {t.run for t in p.terminate}
-    planned = {name for name, body in p.freight
-               if body["status"]["verifiedIn"].get(STAGE) is not None}
     for index, collection in enumerate(history):
         for entry in verification_history(collection):
-            if entry.get("phase") == "Successful" and before.get(entry.get("id")) != (
-                    "Successful"):
-                for name in freight_names(collection):
-                    freight = world.freight.get(name)
-                    if freight is not None:
-                        assert name in planned or STAGE in (
-                            freight.get("status") or {}).get("verifiedIn", {}), (
-                            f"{entry['id']} recorded Successful, {name} not marked")
             ended = entry.get("phase") in (*FINISHED, "Aborted") or index > 0
             if ended and invariants.open_run(run_for(runs, entry)):
                 assert run_for(runs, entry)["metadata"]["name"] in terminated, (  # type: ignore[index]
