@@ -37,17 +37,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.verification import plan as planner
-from reconciler.verification.naming import run_name
 from reconciler.verification.payloads import (
     FINISHED,
-    collection_id,
     freight_names,
     run_of,
     run_phase,
     verification_history,
 )
 from testkit import invariants, kargo_shapes
-from tests.unit.verification.test_plan import NOW, applied, run, stage
+from tests.unit.verification.test_plan import NOW, TEMPLATES, applied, stage
 
 STAGE = "prod"
 RUN_END = invariants.RUN_END
@@ -72,20 +70,11 @@ class Model:
 
     def world(self) -> planner.World:
         current = self.collections()[0] if self.collections() else None
-
-        def build(attempt: int, request: str | None) -> dict[str, Any]:
-            assert current is not None
-            cid = collection_id(current)
-            built = run(run_name(STAGE, cid, attempt), attempt=attempt, cid=cid,
-                        request=request)
-            built["metadata"].pop("creationTimestamp")
-            return built
-
         return planner.World(stage=copy.deepcopy(self.stage),
-                        runs=[copy.deepcopy(r) for r in self.runs.values()],
-                        freight={n: copy.deepcopy(self.freight.get(n)) for n in self.names()}
-                        if current is not None else {},
-                        build=build, now=NOW)
+                             runs=[copy.deepcopy(r) for r in self.runs.values()],
+                             freight={n: copy.deepcopy(self.freight.get(n))
+                                      for n in self.names()} if current is not None else {},
+                             templates=TEMPLATES, now=NOW)
 
 
 # ---------------------------------------------------------------- what happens
@@ -131,18 +120,14 @@ def run_moves(m: Model, pick: int, phase: str) -> None:
 
 
 def one_pass(m: Model, *, cut: int | None) -> planner.Plan:
-    """One pass as the engine carries it out; ``cut``: how many of its writes land
-    before a SIGKILL (or a 409 on the Stage write); None = all of them."""
-    world = m.world()
-    p = planner.plan(world)
+    """One pass as the engine carries it out: one plan, whose status already records the
+    run it creates (here every create comes out as planned: the world holds every run);
+    ``cut``: how many of its writes land before a SIGKILL (or a 409 on the Stage write);
+    None = all of them."""
+    p = planner.plan(m.world())
     writes: list[Any] = []
     if p.create is not None:
-        created = copy.deepcopy(p.create)
-        name = created["metadata"]["name"]
-        writes.append(("create", name, created))
-        if name not in m.runs:
-            world.runs = [*world.runs, created]
-        p = planner.plan(world)
+        writes.append(("create", p.create["metadata"]["name"], copy.deepcopy(p.create)))
     writes += [("terminate", t.run, None) for t in p.terminate]
     writes += [("freight", name, body) for name, body in p.freight]
     if p.status is not None:
