@@ -57,10 +57,10 @@ crds-data:
 	  schemas/crdschema/crds/
 
 # charts/rollgate/README.md's values table, from values.yaml's comments and
-# values.schema.json (support/harness/chart_docs.py); a test fails when it is stale.
+# values.schema.json (support/docgen/chart_values.py); a test fails when it is stale.
 .PHONY: chart-docs
 chart-docs: venv
-	$(PY) -m harness.chart_docs
+	$(PY) -m docgen.chart_values
 
 # The docs site (mkdocs.yml, docs/) on http://127.0.0.1:8000; make test builds it with
 # --strict (tests/e2e/tooling/test_docs_site.py).
@@ -69,22 +69,23 @@ docs: venv
 	$(VENV)/bin/mkdocs serve
 
 # docs/flags.md, every flag of every command, from the argument parsers
-# (support/harness/flag_docs.py); a test fails when it is stale.
+# (support/docgen/flags.py); a test fails when it is stale.
 .PHONY: flag-docs
 flag-docs: venv
-	$(PY) -m harness.flag_docs
+	$(PY) -m docgen.flags
 
 # docs/metrics.md, every exported metric, condition reason and Event reason, from the
-# collectors and the product source (support/harness/metric_docs.py, reasons.py).
+# collectors and the product source (support/docgen/metrics.py, reasons.py).
 .PHONY: metric-docs
 metric-docs: venv
-	$(PY) -m harness.metric_docs
+	$(PY) -m docgen.metrics
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
-	@over="$$($(VENV)/bin/radon cc -s -n D schemas kubekit webhook reconciler certs rollgate)"; \
+	@over="$$($(VENV)/bin/radon cc -s -n D schemas kubekit webhook reconciler certs rollgate \
+	  support bench tests)"; \
 	  if [ -n "$$over" ]; then echo "functions above complexity C:"; echo "$$over"; exit 1; fi
 
 test: venv k8s host-packages image lint test-minimums

@@ -49,12 +49,13 @@ from bench.stats import report
 from harness.host_rollgate import HostRollgate
 from harness.kits.plane import plane_with_rollgate
 from schemas.constants import RESERVED_LABEL_KEYS, RESERVED_LABEL_PREFIX
+from schemas.kinds import GROUP_KARGO
 from testkit import objects
 
 ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench-apply"
-KARGO = ("kargo.akuity.io", "v1alpha1")
+KARGO = (GROUP_KARGO, "v1alpha1")
 SETUPS = ("none", "rollgate", "cel")
 POLICY = "bench-stage-verification"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.admission import Server
+from schemas.constants import ANNOTATION_REVERIFY
 from testkit import reviews
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ def _seeds() -> dict[str, list[dict[str, Any]]]:
 
 WEIRD_STRINGS = ["", " ", "x" * 300, "succès-rate ✓", "\u202eevil", "a\x00b", "line\nbreak",
                  "../../etc/passwd", "HTTP://EXAMPLE.COM/P", "${{ vars.x }}", "💥" * 50,
-                 "kargo.akuity.io/reverify", "0" * 64, "A" * 64 + " ", "file://host/x",
+                 ANNOTATION_REVERIFY, "0" * 64, "A" * 64 + " ", "file://host/x",
                  "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace"),
                  # plugin hosts: a look-alike with an ideographic full stop; no valid host
                  "https://g\u0456thub.com\u3002io/p", "https://xn--zz..%41/p"]

@@ -86,11 +86,13 @@ from harness.process import ManagedProcess
 from harness.upstream import kargo, trees
 from harness.upstream import rollouts as argo_rollouts
 from reconciler.runtime.options import DEFAULT_WORKERS
+from schemas.constants import LABEL_STAGE
+from schemas.kinds import GROUP_KARGO
 from testkit import kargo_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 
-KARGO = "kargo.akuity.io"
+KARGO = GROUP_KARGO
 V1 = "v1alpha1"
 ROLLOUTS = "argoproj.io"
 TEMPLATE = "verdict"
@@ -306,7 +308,7 @@ class RunWatch(Watcher):
         self.finished: dict[str, float] = {}
 
     def _record(self, obj: dict[str, Any], now: float) -> None:
-        stage = (obj["metadata"].get("labels") or {}).get("kargo.akuity.io/stage", "")
+        stage = (obj["metadata"].get("labels") or {}).get(LABEL_STAGE, "")
         if stage not in self.freight_of:
             return
         self.created.setdefault(stage, now)
@@ -433,7 +435,7 @@ def runs_per_stage(co: client.CustomObjectsApi, ns: str) -> dict[str, int]:
     """How many Stages have how many AnalysisRuns."""
     runs = cast("dict[str, Any]", co.list_namespaced_custom_object(
         ROLLOUTS, V1, ns, "analysisruns"))["items"]
-    per = collections.Counter(r["metadata"].get("labels", {}).get("kargo.akuity.io/stage")
+    per = collections.Counter(r["metadata"].get("labels", {}).get(LABEL_STAGE)
                               for r in runs)
     return {str(k): v for k, v in sorted(collections.Counter(per.values()).items())}
 
@@ -523,103 +525,129 @@ def say(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def scenario(rollgate: HostRollgate, co: client.CustomObjectsApi,
-             rollouts: ManagedProcess, metrics: MetricProcess, *, key: str,
-             run: str, n: int, args: argparse.Namespace,
-             phase: float, pace: dict[str, float] | None = None) -> Result:
-    plane = rollgate.plane
-    ns = f"bench-kargo-{key}-{run}"
-    with_kargo = key in ("a", "b")
-    timeout = args.kargo_timeout if with_kargo else args.timeout
-    say(f"{SCENARIOS[key]} / {run} / {n} Stages: seeding {ns}")
-    uids = seed(plane, co, ns, n, metrics.url, run)
-    measured: dict[str, Process] = {}
-    started: list[ManagedProcess] = []
-    try:
-        if with_kargo:
-            proc = kargo.start_controller(plane, name=f"kargo-controller-{key}-{run}",
-                                                env=dict(args.kargo_env))
-            started.append(proc)
-            measured["kargo"] = Process(proc)
-        if key == "b":
-            proc = rollgate.start_reconciler(*observe_args(ns), name=f"reconciler-{key}-{run}")
-            started.append(proc)
-            proc.wait_ready(60)
-            measured["rollgate"] = Process(proc)
-        if key.startswith("c"):
-            proc = rollgate.start_reconciler(*engine_args(ns, args.workers),
-                                          name=f"reconciler-{key}-{run}")
-            started.append(proc)
-            proc.wait_ready(60)
-            measured["rollgate"] = Process(proc)
-        settled = settle(plane)
-        freight_of = {f"s{i}": f"f-{i}" for i in range(n)}
-        watcher, runs_seen = StageWatch(co, ns, freight_of), RunWatch(co, ns, freight_of)
-        watcher.start()
-        runs_seen.start()
-        time.sleep(0.5)  # the watch requests are on their way
+@dataclass
+class Verifiers:
+    """The verifiers a scenario starts (stopped at its end, newest first) and the ones
+    whose CPU and memory it measures, by name (``kargo``, ``rollgate``)."""
+
+    started: list[ManagedProcess] = field(default_factory=list)
+    measured: dict[str, Process] = field(default_factory=dict)
+
+    def add(self, name: str, proc: ManagedProcess) -> None:
+        self.started.append(proc)
+        self.measured[name] = Process(proc)
+
+
+def start_verifiers(verifiers: Verifiers, rollgate: HostRollgate, *, key: str, run: str,
+                    ns: str, args: argparse.Namespace) -> None:
+    """The verifier of scenario ``key``: Kargo for (a) and (b), rollgate's reconciler in
+    observe mode for (b) and in engine mode for (c)."""
+    if key in ("a", "b"):
+        verifiers.add("kargo", kargo.start_controller(
+            rollgate.plane, name=f"kargo-controller-{key}-{run}", env=dict(args.kargo_env)))
+    mode = (observe_args(ns) if key == "b"
+            else engine_args(ns, args.workers) if key.startswith("c") else None)
+    if mode is not None:
+        proc = rollgate.start_reconciler(*mode, name=f"reconciler-{key}-{run}")
+        verifiers.add("rollgate", proc)
+        proc.wait_ready(60)
+
+
+@dataclass
+class Window:
+    """What a scenario measures from just before its promotions until the API server is
+    quiet again: kube-apiserver's request counts and each process's CPU seconds."""
+
+    before: collections.Counter[Key]
+    processes: list[Process]
+    after: collections.Counter[Key] = field(default_factory=collections.Counter)
+    seconds: float = 0.0
+
+    @classmethod
+    def open(cls, plane: ControlPlane, processes: list[Process]) -> Window:
         before = api_requests(plane)
-        for p in measured.values():
+        for p in processes:
             p.mark()
-        rollouts_cpu = Process(rollouts)
-        rollouts_cpu.mark()
-        apiserver_cpu = Process(next(x for x in plane.processes if x.name == "kube-apiserver"))
-        apiserver_cpu.mark()
-        promote = promote_with_kargo if with_kargo else promote_as_kargo
-        say(f"{ns}: promoting {n} Stages (settled in {settled}s)")
-        # The promotions start at ``phase`` of the wall-clock second. The Argo Rollouts
-        # controller takes a run's next measurement at the previous one's finishedAt as
-        # stored, to the second, plus the interval: a two-step run lasts 3-4 s, shorter the
-        # later in its second it started. Kargo's Promotion controller spreads (a)'s runs
-        # over seconds, so (a) sees every phase; (c)'s burst starts its runs within a few
-        # hundred ms, at one phase, so rounds take (c) through the phases evenly.
-        time.sleep((phase - time.time() % 1) % 1)
-        t0 = time.monotonic()
+        return cls(before, processes)
 
-        def one(i: int) -> None:
-            if pace is not None:
-                time.sleep(max(0.0, t0 + pace.get(f"s{i}", 0.0) - time.monotonic()))
-            promote(co, ns, i, uids[f"s{i}"])
-
-        order = sorted(range(n), key=lambda i: (pace or {}).get(f"s{i}", 0.0))
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(one, order))
-        promoted_in = time.monotonic() - t0
-        if not watcher.done.wait(timeout):
-            say(f"{ns}: {len(watcher.verified)} of {n} Stages Verified=True after "
-                f"{timeout:.0f}s; counting the rest as not verified")
-        watcher.stop()
-        runs_seen.stop()
-        wall = time.monotonic() - t0
-        settle(plane)
-        after = api_requests(plane)
-        window = time.monotonic() - t0
-        for p in measured.values():
+    def close(self, plane: ControlPlane, t0: float) -> None:
+        self.after = api_requests(plane)
+        self.seconds = time.monotonic() - t0
+        for p in self.processes:
             p.finish()
-        rollouts_cpu.finish()
-        apiserver_cpu.finish()
-        reconciler = (rollgate_metrics(measured["rollgate"].proc.url, n)
-                      if "rollgate" in measured else {})
-        if key == "b":
-            reconciler["refreshes_by_why"] = refreshes_by_why(measured["rollgate"].proc.log_path)
-        runs = runs_per_stage(co, ns)
-        say(f"{ns}: {len(watcher.verified)}/{n} verified in {wall:.1f}s; runs per Stage {runs}")
-        delete_namespace(plane, co, ns)
-    finally:
-        for proc in reversed(started):
-            plane.stop_process(proc)
 
-    latencies = [watcher.verified[s] - watcher.promoted[s] for s in watcher.verified]
-    # Where the time went, per Stage that was verified: the verifier until the run exists,
-    # the Argo Rollouts controller until the run is terminal, the verifier until
-    # Verified=True (each end as seen through the watches).
-    parts = [s for s in watcher.verified if s in runs_seen.created and s in runs_seen.finished]
-    to_run = [runs_seen.created[s] - watcher.promoted[s] for s in parts]
-    running = [runs_seen.finished[s] - runs_seen.created[s] for s in parts]
-    to_verified = [watcher.verified[s] - runs_seen.finished[s] for s in parts]
-    verifier_share = [a + b for a, b in zip(to_run, to_verified, strict=True)]
-    delta = after - before
-    own = ("POST", "promotions") if with_kargo else ("PATCH", "stages/status")
+
+def promote_all(co: client.CustomObjectsApi, ns: str, uids: dict[str, str], *, n: int,
+                with_kargo: bool, phase: float, pace: dict[str, float] | None) -> float:
+    """Promote the ``n`` Stages (``pace``: each at its offset) from ``phase`` of the
+    wall-clock second; the monotonic time the promotions started."""
+    promote = promote_with_kargo if with_kargo else promote_as_kargo
+    # The promotions start at ``phase`` of the wall-clock second. The Argo Rollouts
+    # controller takes a run's next measurement at the previous one's finishedAt as
+    # stored, to the second, plus the interval: a two-step run lasts 3-4 s, shorter the
+    # later in its second it started. Kargo's Promotion controller spreads (a)'s runs
+    # over seconds, so (a) sees every phase; (c)'s burst starts its runs within a few
+    # hundred ms, at one phase, so rounds take (c) through the phases evenly.
+    time.sleep((phase - time.time() % 1) % 1)
+    t0 = time.monotonic()
+
+    def one(i: int) -> None:
+        if pace is not None:
+            time.sleep(max(0.0, t0 + pace.get(f"s{i}", 0.0) - time.monotonic()))
+        promote(co, ns, i, uids[f"s{i}"])
+
+    order = sorted(range(n), key=lambda i: (pace or {}).get(f"s{i}", 0.0))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, order))
+    return t0
+
+
+@dataclass
+class Seen:
+    """What the scenario's two watches saw, and when (monotonic seconds per Stage)."""
+
+    stages: StageWatch
+    runs: RunWatch
+
+    def latencies(self) -> list[float]:
+        """Per verified Stage: promotion recorded -> Verified=True."""
+        return [self.stages.verified[s] - self.stages.promoted[s] for s in self.stages.verified]
+
+    def parts(self) -> dict[str, list[float]]:
+        """Where the time went, per Stage that was verified: the verifier until the run
+        exists, the Argo Rollouts controller until the run is terminal, the verifier until
+        Verified=True (each end as seen through the watches)."""
+        verified, promoted = self.stages.verified, self.stages.promoted
+        created, finished = self.runs.created, self.runs.finished
+        both = [s for s in verified if s in created and s in finished]
+        to_run = [created[s] - promoted[s] for s in both]
+        to_verified = [verified[s] - finished[s] for s in both]
+        return {"recorded_to_run_created": to_run,
+                "run_created_to_run_terminal": [finished[s] - created[s] for s in both],
+                "run_terminal_to_verified_true": to_verified,
+                "verifier_share": [a + b for a, b in zip(to_run, to_verified, strict=True)]}
+
+
+def latency_figures(seen: Seen, *, n: int, late: float, timeout: float) -> dict[str, Any]:
+    latencies = seen.latencies()
+    return {
+        **summary(latencies),
+        "verified": len(seen.stages.verified),
+        "promotion_recorded": len(seen.stages.promoted),
+        "within_10s": sum(x <= 10 for x in latencies),
+        f"late_over_{late:g}s": sum(x > late for x in latencies),
+        "not_verified_by_timeout": n - len(seen.stages.verified),
+        "timeout_s": timeout,
+        "parts": {name: summary(values) for name, values in seen.parts().items()},
+    }
+
+
+def api_figures(delta: collections.Counter[Key], *, n: int,
+                with_kargo: bool) -> dict[str, Any]:
+    """The API requests of the window per verification: writes to what a verification
+    touches by verb and resource (the bench's own write per Stage subtracted), 409s, reads;
+    the other writes (Leases, endpoints) apart."""
+    own = "POST promotions" if with_kargo else "PATCH stages/status"
     writes_by: collections.Counter[str] = collections.Counter()
     background: collections.Counter[str] = collections.Counter()
     conflicts = 0
@@ -631,46 +659,92 @@ def scenario(rollgate: HostRollgate, co: client.CustomObjectsApi,
             conflicts += v if code == "409" else 0
         else:
             background[f"{verb} {resource}"] += v
-    bench_writes = {f"{own[0]} {own[1]}": n}
-    writes_by[f"{own[0]} {own[1]}"] -= n
-    per_verification = {k: round(v / n, 2) for k, v in sorted(writes_by.items()) if v}
+    writes_by[own] -= n
     reads = sum(v for (verb, _, _), v in delta.items() if verb in READ_VERBS)
-    first = min(watcher.promoted.values(), default=0.0)
-    return Result(key, run, n, offsets={s: t - first for s, t in watcher.promoted.items()},
-                  samples={"total": latencies, "verifier_share": verifier_share},
-                  latency={
-        **summary(latencies),
-        "verified": len(watcher.verified),
-        "promotion_recorded": len(watcher.promoted),
-        "within_10s": sum(x <= 10 for x in latencies),
-        f"late_over_{args.late_seconds:g}s": sum(x > args.late_seconds for x in latencies),
-        "not_verified_by_timeout": n - len(watcher.verified),
-        "timeout_s": timeout,
-        "parts": {
-            "recorded_to_run_created": summary(to_run),
-            "run_created_to_run_terminal": summary(running),
-            "run_terminal_to_verified_true": summary(to_verified),
-            "verifier_share": summary(verifier_share),
-        },
-    }, figures={
+    return {
         "api_writes_per_verification": round(sum(writes_by.values()) / n, 2),
-        "api_writes_by_verb_resource_per_verification": per_verification,
+        "api_writes_by_verb_resource_per_verification": {
+            k: round(v / n, 2) for k, v in sorted(writes_by.items()) if v},
         "api_conflicts_409_per_verification": round(conflicts / n, 2),
         "api_reads_get_list_per_verification_all_resources": round(reads / n, 2),
-        "bench_own_writes_subtracted": bench_writes,
+        "bench_own_writes_subtracted": {own: n},
         "other_writes_in_window": dict(sorted(background.items())),
-        "window_s": round(window, 1),
+    }
+
+
+def reconciler_figures(verifiers: Verifiers, *, key: str, n: int) -> dict[str, Any]:
+    """rollgate's reconciler's own metrics (and, observing, its refreshes by why)."""
+    if "rollgate" not in verifiers.measured:
+        return {}
+    proc = verifiers.measured["rollgate"].proc
+    figures = rollgate_metrics(proc.url, n)
+    if key == "b":
+        figures["refreshes_by_why"] = refreshes_by_why(proc.log_path)
+    return figures
+
+
+def scenario(rollgate: HostRollgate, co: client.CustomObjectsApi,
+             rollouts: ManagedProcess, metrics: MetricProcess, *, key: str,
+             run: str, n: int, args: argparse.Namespace,
+             phase: float, pace: dict[str, float] | None = None) -> Result:
+    plane = rollgate.plane
+    ns = f"bench-kargo-{key}-{run}"
+    with_kargo = key in ("a", "b")
+    timeout = args.kargo_timeout if with_kargo else args.timeout
+    say(f"{SCENARIOS[key]} / {run} / {n} Stages: seeding {ns}")
+    uids = seed(plane, co, ns, n, metrics.url, run)
+    verifiers = Verifiers()
+    try:
+        start_verifiers(verifiers, rollgate, key=key, run=run, ns=ns, args=args)
+        settled = settle(plane)
+        freight_of = {f"s{i}": f"f-{i}" for i in range(n)}
+        seen = Seen(StageWatch(co, ns, freight_of), RunWatch(co, ns, freight_of))
+        seen.stages.start()
+        seen.runs.start()
+        time.sleep(0.5)  # the watch requests are on their way
+        others = {"rollouts": Process(rollouts), "apiserver": Process(
+            next(x for x in plane.processes if x.name == "kube-apiserver"))}
+        window = Window.open(plane, [*verifiers.measured.values(), *others.values()])
+        say(f"{ns}: promoting {n} Stages (settled in {settled}s)")
+        t0 = promote_all(co, ns, uids, n=n, with_kargo=with_kargo, phase=phase, pace=pace)
+        promoted_in = time.monotonic() - t0
+        if not seen.stages.done.wait(timeout):
+            say(f"{ns}: {len(seen.stages.verified)} of {n} Stages Verified=True after "
+                f"{timeout:.0f}s; counting the rest as not verified")
+        seen.stages.stop()
+        seen.runs.stop()
+        wall = time.monotonic() - t0
+        settle(plane)
+        window.close(plane, t0)
+        reconciler = reconciler_figures(verifiers, key=key, n=n)
+        runs = runs_per_stage(co, ns)
+        say(f"{ns}: {len(seen.stages.verified)}/{n} verified in {wall:.1f}s; "
+            f"runs per Stage {runs}")
+        delete_namespace(plane, co, ns)
+    finally:
+        for proc in reversed(verifiers.started):
+            plane.stop_process(proc)
+
+    promoted = seen.stages.promoted
+    first = min(promoted.values(), default=0.0)
+    measured = verifiers.measured
+    return Result(key, run, n, offsets={s: t - first for s, t in promoted.items()},
+                  samples={"total": seen.latencies(),
+                           "verifier_share": seen.parts()["verifier_share"]},
+                  latency=latency_figures(seen, n=n, late=args.late_seconds, timeout=timeout),
+                  figures={
+        **api_figures(window.after - window.before, n=n, with_kargo=with_kargo),
+        "window_s": round(window.seconds, 1),
         **{f"{name}_{k}": v for name, p in measured.items() for k, v in p.figures().items()},
         "verifier_cpu_s": round(sum(p.cpu_after - p.cpu_before for p in measured.values()), 2),
-        "rollouts_controller_cpu_s": rollouts_cpu.figures()["cpu_s"],
-        "kube_apiserver_cpu_s": apiserver_cpu.figures()["cpu_s"],
+        "rollouts_controller_cpu_s": others["rollouts"].figures()["cpu_s"],
+        "kube_apiserver_cpu_s": others["apiserver"].figures()["cpu_s"],
         "runs_per_stage": runs,
         "rollgate_reconciler": reconciler,
-        "promotion_recorded_spread_s": round(max(watcher.promoted.values(), default=0.0)
-                                             - min(watcher.promoted.values(), default=0.0), 2),
+        "promotion_recorded_spread_s": round(max(promoted.values(), default=0.0) - first, 2),
         "promotions_written_s": round(promoted_in, 2),
-        "stage_watch_events": watcher.events,
-        "run_watch_events": runs_seen.events,
+        "stage_watch_events": seen.stages.events,
+        "run_watch_events": seen.runs.events,
         "settle_before_s": settled,
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     })
@@ -723,39 +797,48 @@ def over_rounds(results: list[Result]) -> dict[str, float | None]:
 def compare(results: list[Result]) -> dict[str, Any]:
     """Ratios to (c) and the targets, per run length, on each figure over the rounds
     (``over_rounds``)."""
-    out: dict[str, Any] = {}
     by: dict[tuple[str, str], list[Result]] = collections.defaultdict(list)
     for r in results:
         by[(r.scenario, r.run)].append(r)
-    for run in RUNS:
-        c = by.get(("c", run))
-        if not c:
-            continue
-        med = {key: over_rounds(rs) for (key, r_run), rs in by.items() if r_run == run}
-        entry: dict[str, Any] = {"rounds": {key: len(rs) for (key, r_run), rs in by.items()
-                                            if r_run == run},
-                                 "over_rounds": med}
-        for key in ("a", "b", "c-paced"):
-            if key in med:
-                entry[f"{key}_over_c"] = {name: ratio(med[key][name], med["c"][name])
-                                          for name, _ in FIGURES}
-        if "a" in med and "c-paced" in med:
-            entry["c_paced_ahead_of_a"] = {
-                name: ahead(med["c-paced"][name], med["a"][name]) for name, _ in FIGURES}
-        if "a" in med:
-            # A Stage Kargo left unverified is slower than any verified one: (c) is then
-            # ahead on the latency figures whatever the verified Stages' percentiles say.
-            censored = any(a.latency["not_verified_by_timeout"] for a in by[("a", run)])
-            entry["target_c_ahead_of_a"] = {
-                name: bool((censored and name.endswith(" s") and "CPU" not in name)
-                           or ahead(med["c"][name], med["a"][name]))
-                for name, _ in FIGURES}
-        if "b" in med and run == "instant":
-            entry["target_b_p99_within_2s_plus_1_5x_c_p99"] = b_target(
-                med["b"]["p99 s"], med["c"]["p99 s"],
-                censored=any(r.latency["not_verified_by_timeout"] for r in by[("b", run)]))
-        out[run] = entry
-    return out
+    return {run: run_comparison({key: rs for (key, r_run), rs in by.items() if r_run == run},
+                                run=run)
+            for run in RUNS if by.get(("c", run))}
+
+
+def run_comparison(rounds: dict[str, list[Result]], *, run: str) -> dict[str, Any]:
+    """One run length: each scenario's figures over its rounds (``rounds``: scenario ->
+    its results), their ratios to (c) and the targets."""
+    med = {key: over_rounds(rs) for key, rs in rounds.items()}
+    entry: dict[str, Any] = {"rounds": {key: len(rs) for key, rs in rounds.items()},
+                             "over_rounds": med}
+    for key in ("a", "b", "c-paced"):
+        if key in med:
+            entry[f"{key}_over_c"] = {name: ratio(med[key][name], med["c"][name])
+                                      for name, _ in FIGURES}
+    if "a" in med and "c-paced" in med:
+        entry["c_paced_ahead_of_a"] = {
+            name: ahead(med["c-paced"][name], med["a"][name]) for name, _ in FIGURES}
+    if "a" in med:
+        entry["target_c_ahead_of_a"] = c_ahead_of_a(med, censored=censored(rounds["a"]))
+    if "b" in med and run == "instant":
+        entry["target_b_p99_within_2s_plus_1_5x_c_p99"] = b_target(
+            med["b"]["p99 s"], med["c"]["p99 s"], censored=censored(rounds["b"]))
+    return entry
+
+
+def censored(results: list[Result]) -> bool:
+    """Whether a round left a Stage unverified by the timeout."""
+    return any(r.latency["not_verified_by_timeout"] for r in results)
+
+
+def c_ahead_of_a(med: dict[str, dict[str, float | None]], *,
+                 censored: bool) -> dict[str, bool]:
+    """Per figure, whether (c) is ahead of (a). A Stage Kargo left unverified is slower
+    than any verified one: (c) is then ahead on the latency figures whatever the verified
+    Stages' percentiles say."""
+    return {name: bool((censored and name.endswith(" s") and "CPU" not in name)
+                       or ahead(med["c"][name], med["a"][name]))
+            for name, _ in FIGURES}
 
 
 def ahead(x: float | None, y: float | None) -> bool:

@@ -64,6 +64,7 @@ from harness.kits.plane import plane_with_rollgate
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
+from schemas.kinds import GROUP_KARGO
 from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,11 +72,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 cpu_seconds, peak_rss_mib, say = peer.cpu_seconds, peer.peak_rss_mib, peer.say
 
-KARGO = "kargo.akuity.io"
+KARGO = GROUP_KARGO
 V1 = "v1alpha1"
 ROLLOUTS = "argoproj.io"
 SHARD = "bench"
-SHARD_LABEL = "kargo.akuity.io/shard"
+SHARD_LABEL = f"{GROUP_KARGO}/shard"
 CONTENDERS = ("kargo-shard-other", "rollgate-base", "rollgate", "kargo")
 ROLLGATES = ("rollgate-base", "rollgate")
 
@@ -145,7 +146,7 @@ def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     freight = kargo_shapes.history_freight_name(name, 0)
     w.create(KARGO, ns, "freights", {
         "apiVersion": f"{KARGO}/{V1}", "kind": "Freight",
-        "metadata": {"name": freight, "labels": {"kargo.akuity.io/alias": f"a-{name}"}},
+        "metadata": {"name": freight, "labels": {f"{GROUP_KARGO}/alias": f"a-{name}"}},
         "alias": f"a-{name}", "origin": {"kind": "Warehouse", "name": "w"},
         "images": current["items"]["Warehouse/w"]["images"],
         "commits": current["items"]["Warehouse/w"]["commits"]})

@@ -52,6 +52,9 @@ from harness.kits.plane import plane_with_rollgate
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from reconciler.runtime.options import DEFAULT_WORKERS
+from reconciler.verification.naming import freight_collection_id
+from schemas.constants import LABEL_STAGE
+from schemas.kinds import GROUP_KARGO
 from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NS = "bench"
 FLOOR_NS = "bench-floor"
 GROUP, VERSION = "argoproj.io", "v1alpha1"
-KARGO = "kargo.akuity.io"
+KARGO = GROUP_KARGO
 TEMPLATE_SPEC: dict[str, Any] = {"metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}
 
 
@@ -80,7 +83,7 @@ def list_items(co: client.CustomObjectsApi, ns: str, plural: str,
 
 def runs_per_stage(co: client.CustomObjectsApi, ns: str = NS) -> collections.Counter[str]:
     runs = list_items(co, ns, "analysisruns")
-    return collections.Counter(r["metadata"]["labels"]["kargo.akuity.io/stage"] for r in runs)
+    return collections.Counter(r["metadata"]["labels"][LABEL_STAGE] for r in runs)
 
 
 def check_one_run_each(counts: collections.Counter[str], n: int, when: str) -> None:
@@ -186,7 +189,7 @@ def takeover(args: argparse.Namespace) -> int:
 
                 def run_exists(i: int = i) -> bool:
                     return bool(list_items(co, ns, "analysisruns",
-                                           label_selector=f"kargo.akuity.io/stage=s{i}"))
+                                           label_selector=f"{LABEL_STAGE}=s{i}"))
 
                 killed = time.monotonic()
                 leader.kill(signal.SIGKILL)
@@ -307,7 +310,7 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
     ready.set()  # watching from here on: the bench may flip the runs
 
     def complete(run: dict[str, Any]) -> None:
-        stage = run["metadata"]["labels"]["kargo.akuity.io/stage"]
+        stage = run["metadata"]["labels"][LABEL_STAGE]
         i = stage[1:]
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         rest.patch(FREIGHT, ns, f"f{i}", {"status": {"verifiedIn": {stage: {"verifiedAt": now}}}},
@@ -315,7 +318,7 @@ def floor_writer(kubeconfig: str, ns: str, workers: int, ready: Any) -> None:
         entry = {"id": run["metadata"]["name"], "actor": "rollgate", "phase": "Successful",
                  "finishTime": now, "analysisRun": {"name": run["metadata"]["name"],
                                                     "namespace": ns, "phase": "Successful"}}
-        current = kargo_shapes.freight_collection({"w": f"f{i}"})
+        current = objects.freight_collection(f"f{i}")
         rest.patch(STAGE, ns, stage, {"status": {
             "freightHistory": [{**current, "verificationHistory": [entry]},
                                *older.get(stage, [])],
@@ -372,7 +375,7 @@ def main() -> int:
         time.sleep(3)
         runs = list_items(co, NS, "analysisruns")
         check_one_run_each(runs_per_stage(co), n, "after start")
-        by_stage = {r["metadata"]["labels"]["kargo.akuity.io/stage"]: r["metadata"]["name"]
+        by_stage = {r["metadata"]["labels"][LABEL_STAGE]: r["metadata"]["name"]
                     for r in runs}
         measured = Completion(co, NS, n).run(by_stage, timeout)
         time.sleep(2)  # give a late duplicate (the bug this guards against) time to show
@@ -389,9 +392,9 @@ def main() -> int:
                           range(n)))
 
         def create_run(i: int) -> tuple[str, str]:
-            cid = kargo_shapes.collection_id([f"f{i}"])
+            cid = freight_collection_id([f"f{i}"])
             name = f"s{i}.{cid[:7]}.1"
-            run = objects.analysis_run(name, labels={"kargo.akuity.io/stage": f"s{i}"})
+            run = objects.analysis_run(name, labels={LABEL_STAGE: f"s{i}"})
             run["spec"] = TEMPLATE_SPEC
             co.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns", run)
             return f"s{i}", name

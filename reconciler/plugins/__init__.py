@@ -14,7 +14,11 @@ What lives here, one module per job:
 - ``metrics``: the feature's Prometheus metrics, registered by the feature (the
   controller's ``collectors``), so the runtime knows no feature.
 - ``controller``: the controller the runtime runs (``--controllers rollout-plugins``):
-  cache reads, the pre-flight call, the writes and events; I/O and wiring only.
+  the watches, and per namespace its mode from ``decisions``, handed to that mode's
+  module: ``syncer`` (sync, and the not-owner condition), ``auditor`` (audit, next to
+  argo-rollouts-manager) or ``releaser`` (no RolloutManager left); ``targets`` holds what
+  they share (the ConfigMap and the Deployment by name, the condition write). I/O and
+  wiring only.
 
 The pure modules (and ``options``) import neither the Kubernetes client, ``kubekit.rest``
 nor the runtime (import-linter contract in ``pyproject.toml``).

@@ -1,5 +1,6 @@
 """Build the AnalysisRun for a Stage's verification: a pure function of the Stage,
-the templates it references (through ``lookup``) and the freight.
+the templates it references (through ``lookup``) and the freight. The engine gathers
+those templates first (``referenced_templates``), so its planner builds from data.
 
 Pure so that the rules (docs/verification.md, "Engine mode", *The run*) are tested
 without an API server and so the same inputs always give the same run — which is what
@@ -288,6 +289,37 @@ def check_stanza(stage: Mapping[str, Any]) -> schemas.AnalysisSpec:
     return spec
 
 
+def _roots(spec: schemas.AnalysisSpec, namespace: str) -> list[TemplateKey]:
+    """The templates the stanza references itself, as look-up keys."""
+    return [template_key(name=t["name"], cluster_scope=t["clusterScope"], namespace=namespace)
+            for t in spec["templates"]]
+
+
+def referenced_templates(stage: Mapping[str, Any],
+                         lookup: TemplateLookup) -> dict[TemplateKey, Mapping[str, Any]]:
+    """Every template the run of ``stage`` may read (nested ones included, up to the
+    walk's bound), as ``lookup`` finds them; one it does not find is left out, and
+    building with a look-up of the result (``templates_lookup``) reports it missing.
+    Exceptions from ``lookup`` pass through."""
+    spec = schemas.normalize_analysis(stage)
+    if spec is None:
+        return {}
+    namespace = str(meta_of(stage).get("namespace") or "")
+    # A reference without a name is the stanza's error, which the build reports.
+    roots = [k for k in _roots(spec, namespace) if isinstance(k.name, str) and k.name]
+    return {step.key: step.template for step in walk_templates(roots, lookup, namespace=namespace)
+            if isinstance(step, Found)}
+
+
+def templates_lookup(templates: Mapping[TemplateKey, Mapping[str, Any]]) -> TemplateLookup:
+    """A look-up answered from ``templates`` (None: not among them)."""
+
+    def lookup(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return templates.get(TemplateKey(kind, namespace, name))
+
+    return lookup
+
+
 def build_analysis_run(
     stage: Mapping[str, Any],
     lookup: TemplateLookup,
@@ -318,10 +350,7 @@ def build_analysis_run(
     stanza_path = f"spec.{spec['spelling']}"
     list_field = "templates" if spec["spelling"] == "analysis" else "analysisTemplates"
 
-    roots = [
-        template_key(name=t["name"], cluster_scope=t["clusterScope"], namespace=namespace)
-        for t in spec["templates"]
-    ]
+    roots = _roots(spec, namespace)
     sources = resolve_templates(
         roots, lookup, namespace=namespace, where=f"{stanza_path}.{list_field} of the Stage"
     )

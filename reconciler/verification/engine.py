@@ -1,12 +1,15 @@
 """The Stage verification controller, engine mode: rollgate is the verifier (docs/verification.md,
 "Engine mode").
 
-Each pass reads the Stage, its runs and Freight from the cache, asks the pure planner
-(``reconciler.verification.plan``) what to do, and carries the plan out: create the
+Each pass reads the Stage, its runs, Freight and the templates its run reads (the cache
+first, then the API for one the cache has not seen), asks the pure planner
+(``reconciler.verification.plan``) once what to do, and carries the plan out: create the
 run (by its deterministic name, so a crash or a second replica can only adopt it),
 terminate superseded or aborted runs, patch Freight ``verifiedIn``, write the Stage
 status once through the runtime's status helper (only what differs), then queue the
-Events. Crash safety needs no memory: everything is re-derived from the objects.
+Events. A create that comes out other than planned (the name held by a run the cache had
+not seen, or refused) ends the pass, and a second pass plans from what it found. Crash
+safety needs no memory: everything is re-derived from the objects.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from schemas.constants import (
     LABEL_FREIGHT_COLLECTION,
 )
 from schemas.objects import Obj, as_dict, meta_of
+from schemas.references import TemplateKey
 
 from ..conditions import format_time
 from ..runtime.status import write_status
@@ -40,12 +44,11 @@ from ..runtime.types import Cache, Context, Controller, Key, Watch
 from ..runtime.watches import cached_only
 from . import plan as planner
 from . import slim
-from .analysis_run import build_analysis_run
+from .analysis_run import referenced_templates
 from .metrics import VerificationMetrics
 from .naming import label_value, run_labels
 from .options import VerificationOptions
 from .payloads import (
-    collection_id,
     current_freight,
     freight_history,
     freight_names,
@@ -62,7 +65,7 @@ log = logging.getLogger("reconciler.stage-verification")
 class StageVerificationController(Controller):
     name = "stage-verification"
     primary = STAGE
-    # Templates are read when a run is built.
+    # The templates a Stage's run reads: the pass resolves them before it plans.
     watches = (*ENGINE_WATCHES, Watch(ANALYSIS_TEMPLATE, cached_only),
                Watch(CLUSTER_ANALYSIS_TEMPLATE, cached_only))
     indexes = ENGINE_INDEXES
@@ -101,7 +104,15 @@ class StageVerificationController(Controller):
         if stage is None or meta_of(stage).get("deletionTimestamp"):
             self._clean_up(key, ctx)
             return
-        _Pass(key, stage, ctx, self.metrics).run()
+        blocked: Mapping[str, str] = {}
+        # A second pass only after a create that came out other than planned; its own
+        # create cannot: the run it adopts is in the cache now, a blocked name is not
+        # created again.
+        for _ in range(2):
+            unplanned = _Pass(key, stage, ctx, self.metrics, blocked=blocked).run()
+            if unplanned is None:
+                return
+            blocked = unplanned
 
     def _clean_up(self, key: Key, ctx: Context) -> None:
         """A deleted Stage leaves no ``verifiedIn`` entry and no run of ours behind."""
@@ -121,29 +132,40 @@ class StageVerificationController(Controller):
 
 
 class _Pass:
-    """One plan-and-execute pass over one Stage."""
+    """One pass over one Stage: read the world, plan once, carry the plan out."""
 
-    def __init__(self, key: Key, stage: Obj, ctx: Context, metrics: VerificationMetrics) -> None:
+    def __init__(self, key: Key, stage: Obj, ctx: Context, metrics: VerificationMetrics, *,
+                 blocked: Mapping[str, str]) -> None:
         self.key = key
         self.stage = stage
         self.ctx = ctx
         self.metrics = metrics
+        self.blocked = blocked  # what a create of the pass before found (see _create)
         self.where = {"key": str(key), "controller": StageVerificationController.name}
 
-    def run(self) -> None:
+    def run(self) -> dict[str, str] | None:
+        """None once the plan is carried out; when its create came out other than
+        planned, what the next pass must know instead (see ``_create``)."""
         ctx, key = self.ctx, self.key
-        runs = stage_runs(ctx.cache, key.namespace, key.name)
         world = planner.World(
             stage=self.stage,
-            runs=runs,
+            runs=stage_runs(ctx.cache, key.namespace, key.name),
             freight=self._freight(),
-            build=self._build,
+            templates=self._templates(),
             now=format_time(dt.datetime.now(dt.UTC)),
+            blocked=self.blocked,
         )
         plan = planner.plan(world)
         if plan.create is not None:
-            world.runs, world.blocked = self._create(plan.create, runs)
-            plan = planner.plan(world)  # now with the run (or why there is none)
+            unplanned = self._create(plan.create)
+            if unplanned is not None:
+                return unplanned
+        self._carry_out(plan)
+        return None
+
+    def _carry_out(self, plan: planner.Plan) -> None:
+        """The plan's writes after the create, then its Events and metrics."""
+        ctx, key = self.ctx, self.key
         if plan.conflict is not None:
             self.metrics.conflict(key.namespace, key.name)
         for terminate in plan.terminate:
@@ -169,13 +191,12 @@ class _Pass:
         names = {n for c in freight_history(self.stage) for n in freight_names(c)}
         return {n: self.ctx.cache.get(FREIGHT, self.key.namespace, n) for n in sorted(names)}
 
-    def _build(self, attempt: int, request: str | None) -> Obj:
-        current = current_freight(self.stage)
-        assert current is not None  # the planner builds only for the current freight
-        return build_analysis_run(
-            self.stage, self._template, freight=freight_names(current),
-            collection=collection_id(current), attempt=attempt, request=request,
-        )
+    def _templates(self) -> dict[TemplateKey, Mapping[str, Any]]:
+        """The templates the run of the Stage's current freight reads (none without
+        one: the planner builds only for the current freight)."""
+        if current_freight(self.stage) is None:
+            return {}
+        return referenced_templates(self.stage, self._template)
 
     def _template(self, kind: str, namespace: str, name: str) -> Obj | None:
         resource = ANALYSIS_TEMPLATE if kind == KIND_ANALYSIS_TEMPLATE else (
@@ -188,8 +209,10 @@ class _Pass:
         return found
 
     # -- actions -----------------------------------------------------------------
-    def _create(self, run: Obj, runs: list[Obj]) -> tuple[list[Obj], dict[str, str]]:
-        """Create the run, or adopt the one that holds its name; (runs, blocked names)."""
+    def _create(self, run: Obj) -> dict[str, str] | None:
+        """Create the run as planned (None), or find why not: ``{}`` when a run of ours
+        for this verification holds the name (adopted: the cache has it now), else the
+        name and why it is blocked (a foreign object holds it, the API refused it)."""
         name = run["metadata"]["name"]
         try:
             created = self.ctx.client.create(ANALYSIS_RUN, self.key.namespace, run)
@@ -204,19 +227,19 @@ class _Pass:
                 if all(labels.get(k) == v for k, v in wanted.items()) and run_stage(
                         existing) in (self.key.name, label_value(self.key.name)):
                     self.ctx.cache.observe(ANALYSIS_RUN, existing)
-                    return [*runs, existing], {}
-                return runs, {name: (
+                    return {}
+                return {name: (
                     f"AnalysisRun {name} already exists but was not created by rollgate for "
                     "this verification (its labels differ); delete or rename it, then set "
                     "annotation kargo.akuity.io/reverify on the Stage")}
             if is_transient(exc):
                 raise  # retried with backoff, never recorded as final
-            return runs, {name: f"the API server rejected AnalysisRun {name}: {_message(exc)}"}
+            return {name: f"the API server rejected AnalysisRun {name}: {_message(exc)}"}
         self.ctx.cache.observe(ANALYSIS_RUN, created)
         log.info("created AnalysisRun", extra={**self.where, "run": name})
         self.ctx.events.emit(self.stage, type="Normal", reason="VerificationStarted",
                              message=f"AnalysisRun {name} started")
-        return [*runs, created], {}
+        return None
 
     def _terminate(self, terminate: planner.Terminate) -> None:
         body: Obj = {"spec": {"terminate": True}}

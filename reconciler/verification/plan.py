@@ -1,11 +1,13 @@
 """Stage verification, engine mode, as a pure plan (docs/verification.md, "Engine mode").
 
-``plan`` reads one Stage, its AnalysisRuns and Freight as the cache holds them and
-returns everything a pass must do: the whole new value of the status fields rollgate
+``plan`` reads one Stage, its AnalysisRuns, Freight and AnalysisTemplates as the cache
+holds them (``World``: plain data, no callable and no client) and returns everything a
+pass must do: the whole new value of the status fields rollgate
 writes (``status.freightHistory`` with its ``verificationHistory`` entries, and the
 ``Verified`` condition), the run to create, the runs to terminate, the Freight
 ``verifiedIn`` patches and the Events. Nothing here does I/O, so every rule is tested
-without an API server, and a pass over an unchanged world provably plans nothing.
+without an API server, and a pass over an unchanged world provably plans nothing. A pass
+plans once: the status it writes after creating a run already records that run.
 
 The verification of the current freight is a list of named steps run in order
 (``_Planner.VERIFY_STEPS``), in the spirit of Kargo's ordered sub-reconcilers
@@ -28,10 +30,11 @@ from typing import Any, ClassVar, NamedTuple, cast
 import schemas
 from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY, KARGO_FINALIZER
 from schemas.objects import Obj, as_dict, as_list, meta_of
+from schemas.references import TemplateKey
 
 from ..conditions import get_condition, set_condition
 from ..payloads import ConditionStatus
-from .analysis_run import AnalysisBuildError
+from .analysis_run import AnalysisBuildError, build_analysis_run, templates_lookup
 from .naming import run_name
 from .payloads import (
     FINISHED,
@@ -96,17 +99,17 @@ class Finished(NamedTuple):
     run: Obj | None
 
 
-# (attempt, reverify request value or None) -> the run to create; AnalysisBuildError
-# for a user error, anything else (an API error from a template look-up) passes through.
-Build = Callable[[int, "str | None"], Obj]
-
-
-@dataclass
+@dataclass(frozen=True)
 class World:
+    """What one pass plans from: objects as the API server holds them, plain data only
+    (no callable, no client), so planning can set off no request."""
+
     stage: Mapping[str, Any]
     runs: Sequence[Mapping[str, Any]]  # every AnalysisRun labelled with the Stage
     freight: Mapping[str, Mapping[str, Any] | None]  # name -> Freight (None: not found)
-    build: Build
+    # Every template the Stage's run reads (analysis_run.referenced_templates); one that
+    # does not exist is absent.
+    templates: Mapping[TemplateKey, Mapping[str, Any]]
     now: str
     # run name -> why it cannot be used (a foreign object holds it, the API refused it)
     blocked: Mapping[str, str] = field(default_factory=dict)
@@ -557,7 +560,7 @@ class _Planner:
         if progress.start is not None or latest is None or latest.get("phase") != "Error" or (
                 not self._generation_moved()):
             return progress
-        return replace(progress, start=self._retry(latest, facts.next_attempt))
+        return replace(progress, start=self._retry(latest, facts))
 
     def _first_attempt(self, facts: Facts, progress: Progress) -> Progress:
         """Nothing yet for this freight: attempt 1."""
@@ -600,7 +603,8 @@ class _Planner:
 
     def _start(self, start: Start, facts: Facts) -> Obj | None:
         """The entry for starting ``attempt``: adopted, waiting, an Error, or a run to
-        create (``self.out.create``); None while a reverify waits for the gate."""
+        create (``self.out.create``), recorded as the run will be once created; None
+        while a reverify waits for the gate."""
         attempt, request = start
         name = run_name(self.name, facts.cid, attempt)
         base: Obj = {"id": name, "actor": ACTOR}
@@ -618,19 +622,27 @@ class _Planner:
             # A reverify waits without a new entry: the latest one stays until it starts.
             return None if request is not None else {**base, "phase": "Pending", "message": gate}
         try:
-            self.out.create = self.world.build(attempt, request)
+            self.out.create = self._build(facts, attempt, request)
         except AnalysisBuildError as exc:
             return dict(finish(base, phase="Error", now=self.world.now, message=(
                 f"{exc}; fix the Stage or its templates (a changed Stage starts a new attempt), "
                 f"or set annotation {ANNOTATION_REVERIFY} on the Stage to retry")))
-        return {**base, "phase": "Pending", "message": f"creating AnalysisRun {name}"}
+        return dict(entry_from_run(base, self.out.create, self.world.now))
 
-    def _retry(self, latest: Mapping[str, Any], attempt: int) -> Start | None:
+    def _build(self, facts: Facts, attempt: int, request: str | None) -> Obj:
+        """The run of ``attempt`` from the world's templates; AnalysisBuildError for what
+        the user must fix."""
+        return build_analysis_run(
+            self.stage, templates_lookup(self.world.templates), freight=facts.names,
+            collection=facts.cid, attempt=attempt, request=request)
+
+    def _retry(self, latest: Mapping[str, Any], facts: Facts) -> Start | None:
         """A new attempt if the changed Stage builds a different run than the failed one
         (or builds one at all, or fails differently); the same result is not retried."""
+        attempt = facts.next_attempt
         run = self._run_for(latest)
         try:
-            candidate = self.world.build(attempt, None)
+            candidate = self._build(facts, attempt, None)
         except AnalysisBuildError as exc:
             return None if str(exc) in str(latest.get("message") or "") else (attempt, None)
         if run is not None and candidate.get("spec") == run.get("spec"):

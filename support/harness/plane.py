@@ -25,7 +25,6 @@ which ignores ``as:``.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import os
 import shutil
@@ -42,9 +41,9 @@ from typing import Any
 
 import yaml
 
-from harness import versions
+from harness import components, versions
 from harness.paths import BinaryMissing, binary
-from harness.pki import CA, serviceaccount_signing_key, write_kubeconfig
+from harness.pki import CA, write_kubeconfig
 from harness.process import (
     ManagedProcess,
     ProcessError,
@@ -276,23 +275,7 @@ class ControlPlane:
     # ------------------------------------------------------------------ components
 
     def _make_pki(self) -> None:
-        self.pki_dir.mkdir(parents=True, exist_ok=True)
-        self.ca = CA.create("rollgate-test-ca")
-        (self.pki_dir / "ca.crt").write_bytes(self.ca.pem)
-        sans = ["127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
-                "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-                self.profile.address, _first_address(self.profile.service_range)]
-        cert, key = self.ca.issue(common_name="kube-apiserver", sans=sorted(set(sans)),
-                                  server=True)
-        (self.pki_dir / "apiserver.crt").write_bytes(cert)
-        (self.pki_dir / "apiserver.key").write_bytes(key)
-        self._admin_pem = self.ca.issue(
-            common_name="rollgate-admin", organizations=["system:masters"], client=True)
-        (self.pki_dir / "admin.crt").write_bytes(self._admin_pem[0])
-        (self.pki_dir / "admin.key").write_bytes(self._admin_pem[1])
-        sa_private, sa_public = serviceaccount_signing_key()
-        (self.pki_dir / "sa.key").write_bytes(sa_private)
-        (self.pki_dir / "sa.pub").write_bytes(sa_public)
+        self.ca, self._admin_pem = components.make_pki(self.pki_dir, self.profile)
 
     def admin_ssl_context(self) -> ssl.SSLContext:
         """TLS to the API server as the admin (for raw HTTPS: /metrics, /readyz)."""
@@ -307,19 +290,8 @@ class ControlPlane:
         shutil.rmtree(data, ignore_errors=True)
         self.etcd_url = f"http://127.0.0.1:{client}"
         proc = self.spawn(
-            "etcd",
-            [
-                str(self.binaries.etcd),
-                f"--data-dir={data}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer}",
-                # Test data is thrown away: skipping fsync makes every write fast.
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
+            "etcd", components.etcd_args(self.binaries.etcd, data=data, url=self.etcd_url,
+                                         peer_port=peer),
             url=self.etcd_url,
             ready_check=lambda: http_ok(self.etcd_url + "/health"),
             # Throwaway state: no graceful shutdown is worth a stray process.
@@ -327,41 +299,6 @@ class ControlPlane:
         )
         proc.wait_ready(30)
         self.timed("etcd", started)
-
-    def _apiserver_args(self, port: int) -> list[str]:
-        pki, profile = self.pki_dir, self.profile
-        args = [
-            str(self.binaries.kube_apiserver),
-            f"--etcd-servers={self.etcd_url}",
-            f"--etcd-prefix=/rollgate-{port}",
-            f"--bind-address={profile.address}",
-            f"--advertise-address={profile.address}",
-            f"--secure-port={port}",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--service-cluster-ip-range={profile.service_range}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--allow-privileged=true",
-            "--enable-priority-and-fairness=false",
-            "--profiling=false",
-            "--v=1",
-        ]
-        if profile.for_pods:
-            return [*args,
-                    "--authorization-mode=Node,RBAC",
-                    "--enable-admission-plugins=NodeRestriction",
-                    f"--kubelet-client-certificate={pki / 'admin.crt'}",
-                    f"--kubelet-client-key={pki / 'admin.key'}",
-                    "--kubelet-preferred-address-types=InternalIP",
-                    # Webhook Services are called at their endpoints: no kube-proxy.
-                    "--enable-aggregator-routing=true"]
-        # No kubelet or Pods here: admission that needs them only slows things.
-        return [*args, "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount"]
 
     def _start_apiserver(self) -> None:
         started = time.monotonic()
@@ -375,7 +312,8 @@ class ControlPlane:
         ctx = self.admin_ssl_context()
         proc = self.spawn(
             "kube-apiserver",
-            self._apiserver_args(port),
+            components.apiserver_args(self.binaries.kube_apiserver, etcd_url=self.etcd_url,
+                                      pki=self.pki_dir, profile=self.profile, port=port),
             url=self.server,
             ready_check=lambda: http_ok(self.server + "/readyz", ctx),
             # A SIGTERMed kube-apiserver whose etcd died with it hangs in shutdown.
@@ -388,26 +326,9 @@ class ControlPlane:
     def _start_controller_manager(self) -> None:
         started = time.monotonic()
         port = free_port()
-        pki = self.pki_dir
-        args = [
-            str(self.binaries.kube_controller_manager),
-            f"--kubeconfig={self.kubeconfig}",
-            f"--authentication-kubeconfig={self.kubeconfig}",
-            f"--authorization-kubeconfig={self.kubeconfig}",
-            f"--controllers={','.join(self.profile.controllers)}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--cert-dir={pki / 'kcm'}",
-            "--concurrent-gc-syncs=5",
-            "--v=1",
-        ]
-        if self.profile.for_pods:
-            args += ["--use-service-account-credentials=true",
-                     f"--service-account-private-key-file={pki / 'sa.key'}",
-                     f"--root-ca-file={pki / 'ca.crt'}",
-                     f"--service-cluster-ip-range={self.profile.service_range}",
-                     "--allocate-node-cidrs=false"]
+        args = components.controller_manager_args(
+            self.binaries.kube_controller_manager, kubeconfig=self.kubeconfig,
+            pki=self.pki_dir, profile=self.profile, port=port)
         proc = self.spawn(
             "kube-controller-manager", args,
             url=f"https://127.0.0.1:{port}",
@@ -425,12 +346,8 @@ class ControlPlane:
         assert self.binaries.kube_scheduler is not None
         proc = self.spawn(
             "kube-scheduler",
-            [str(self.binaries.kube_scheduler),
-             f"--kubeconfig={self.kubeconfig}",
-             f"--authentication-kubeconfig={self.kubeconfig}",
-             f"--authorization-kubeconfig={self.kubeconfig}",
-             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={port}",
-             "--v=1"],
+            components.scheduler_args(self.binaries.kube_scheduler,
+                                      kubeconfig=self.kubeconfig, port=port),
             url=f"https://127.0.0.1:{port}",
             ready_check=lambda: http_ok(
                 f"https://127.0.0.1:{port}/healthz", ssl._create_unverified_context()),
@@ -543,8 +460,4 @@ class ControlPlane:
             meta["labels"] = dict(labels)
         self.apply_objects([{"apiVersion": "v1", "kind": "Namespace", "metadata": meta}])
         return name
-
-
-def _first_address(cidr: str) -> str:
-    return str(next(ipaddress.ip_network(cidr).hosts()))
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from harness.plane import ControlPlane
+from kubekit.kinds import STAGE
 
 PROBE_DIGEST = "ab" * 32
 VALIDATING_WEBHOOK = "validate-stages.rollgate.dev"
@@ -25,7 +26,7 @@ def probes() -> tuple[dict[str, Any], dict[str, Any]]:
     webhook logs denials of dry runs at debug level only."""
     meta = {"name": "rollgate-probe", "namespace": "default"}
     stage = {
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": meta,
+        "apiVersion": STAGE.api_version, "kind": STAGE.kind, "metadata": meta,
         "spec": {
             "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "probe"},
                                   "sources": {"direct": True}}],

@@ -9,7 +9,7 @@ Only the shapes rollgate reads, exactly as Kargo writes them
 
 - ``status.freightHistory``: newest first, at most 10, each entry
   ``{id, items: {"Warehouse/<name>": {name, origin: {kind, name}}}, verificationHistory}``
-  where ``id`` is the hex SHA-1 of the sorted Freight names joined by ``,``;
+  where ``id`` is Kargo's collection id (the product's ``freight_collection_id``);
 - ``status.lastPromotion``: ``{name, freight: {name, origin}, status: {phase,
   freightCollection}, finishedAt}``, ``status.currentPromotion`` removed;
 - ``status.health``: ``{status: Healthy}``, which Kargo writes after a promotion whose
@@ -25,30 +25,19 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
+
+from reconciler.verification.naming import freight_collection_id
+from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
+from schemas.kinds import GROUP_KARGO
+from testkit import objects
 
 HISTORY_LIMIT = 10
 
 
-def collection_id(names: Sequence[str]) -> str:
-    return hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()
-
-
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def freight_collection(freight: Mapping[str, str]) -> dict[str, Any]:
-    """``freight``: Warehouse name -> Freight name."""
-    return {
-        "id": collection_id(list(freight.values())),
-        "items": {
-            f"Warehouse/{warehouse}": {"name": name,
-                                       "origin": {"kind": "Warehouse", "name": warehouse}}
-            for warehouse, name in sorted(freight.items())
-        },
-    }
 
 
 def promotion_patch(
@@ -63,8 +52,9 @@ def promotion_patch(
     (its current object, or None for a Stage with no status yet)."""
     status = (stage or {}).get("status") or {}
     older = [c for c in status.get("freightHistory") or [] if isinstance(c, dict)]
-    current = freight_collection(freight)
-    first_warehouse, first_freight = sorted(freight.items())[0]
+    warehouses, names = zip(*sorted(freight.items()), strict=True)
+    current = objects.freight_collection(*names, warehouses=warehouses)
+    first_warehouse, first_freight = warehouses[0], names[0]
     return {"status": {
         "freightHistory": [current, *older][:HISTORY_LIMIT],
         "currentPromotion": None,
@@ -141,7 +131,7 @@ def full_history_status(stage: str, namespace: str, *, warehouse: str = "w",
     history: list[dict[str, Any]] = []
     for k in range(collections):
         name = history_freight_name(stage, k)
-        cid = collection_id([name])
+        cid = freight_collection_id([name])
         at = now - dt.timedelta(days=k)
         history.append({
             "id": cid,
@@ -199,9 +189,9 @@ def finished_analysis_run(name: str, namespace: str, *, stage: str, collection: 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     return {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
-        "metadata": {"name": name, "labels": {"kargo.akuity.io/stage": stage,
-                                              "kargo.akuity.io/freight-collection": collection},
-                     "annotations": {"kargo.akuity.io/promotion": f"{stage}.promotion"}},
+        "metadata": {"name": name, "labels": {LABEL_STAGE: stage,
+                                              LABEL_FREIGHT_COLLECTION: collection},
+                     "annotations": {f"{GROUP_KARGO}/promotion": f"{stage}.promotion"}},
         "spec": {"metrics": [{"name": "success-rate", "interval": "30s",
                               "count": measurements, "successCondition": "result[0] >= 0.95",
                               "provider": {"prometheus": {

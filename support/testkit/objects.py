@@ -8,20 +8,15 @@ apply as the API server does.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
-# The apiVersion of each kind the tests build (the CRDs in manifests/crds).
-API_VERSIONS = {
-    "Stage": "kargo.akuity.io/v1alpha1",
-    "Freight": "kargo.akuity.io/v1alpha1",
-    "AnalysisTemplate": "argoproj.io/v1alpha1",
-    "ClusterAnalysisTemplate": "argoproj.io/v1alpha1",
-    "AnalysisRun": "argoproj.io/v1alpha1",
-    "RolloutManager": "argoproj.io/v1alpha1",
-    "Deployment": "apps/v1",
-}
+from reconciler.verification.naming import freight_collection_id
+from schemas.kinds import KINDS
+
+# The apiVersion of each kind the tests build: the product's table of kinds.
+API_VERSIONS = {kind: f"{k.group}/{k.version}" if k.group else k.version
+                for kind, k in KINDS.items()}
 
 
 def k8s_object(
@@ -100,19 +95,17 @@ def stage(name: str = "prod", *, namespace: str | None = None,
     return obj
 
 
-def collection_id(names: Iterable[str]) -> str:
-    """Kargo's FreightCollection id: the sha1 of the Freight names, sorted, joined by ","."""
-    return hashlib.sha1(",".join(sorted(names)).encode()).hexdigest()
-
-
-def freight_collection(*names: str, history: list[dict[str, Any]] | None = None,
+def freight_collection(*names: str, warehouses: Sequence[str] | None = None,
+                       history: list[dict[str, Any]] | None = None,
                        collection: str | None = None) -> dict[str, Any]:
-    """A ``status.freightHistory`` entry holding Freight ``names``, one per Warehouse
-    (``w`` for one, ``w0``, ``w1``... for more); ``history`` its verificationHistory;
-    ``collection`` an id other than Kargo's."""
-    warehouses = ["w"] if len(names) == 1 else [f"w{i}" for i in range(len(names))]
+    """A ``status.freightHistory`` entry as Kargo writes it, holding Freight ``names``,
+    one per Warehouse (``warehouses``; by default ``w`` for one, ``w0``, ``w1``... for
+    more); ``history`` its verificationHistory; ``collection`` an id other than Kargo's
+    (``reconciler.verification.naming.freight_collection_id``)."""
+    if warehouses is None:
+        warehouses = ["w"] if len(names) == 1 else [f"w{i}" for i in range(len(names))]
     out: dict[str, Any] = {
-        "id": collection or collection_id(names),
+        "id": collection or freight_collection_id(names),
         "items": {f"Warehouse/{w}": {"name": n, "origin": {"kind": "Warehouse", "name": w}}
                   for w, n in zip(warehouses, names, strict=True)},
     }

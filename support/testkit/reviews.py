@@ -11,14 +11,15 @@ import copy
 import json
 from typing import Any
 
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit.objects import k8s_object
 
 API_VERSION = "admission.k8s.io/v1"
 
 GVK = {
-    "Stage": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Stage"},
-    "RolloutManager": {"group": "argoproj.io", "version": "v1alpha1", "kind": "RolloutManager"},
-    "Freight": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Freight"},
+    "Stage": {"group": GROUP_KARGO, "version": "v1alpha1", "kind": "Stage"},
+    "RolloutManager": {"group": GROUP_ARGO, "version": "v1alpha1", "kind": "RolloutManager"},
+    "Freight": {"group": GROUP_KARGO, "version": "v1alpha1", "kind": "Freight"},
 }
 RESOURCE = {"Stage": "stages", "RolloutManager": "rolloutmanagers", "Freight": "freights"}
 

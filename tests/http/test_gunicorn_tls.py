@@ -121,10 +121,18 @@ def _tls12_client(ciphers: str) -> ssl.SSLContext:
 
 
 def test_real_gunicorn_over_tls(server):
+    """One server, as the API server meets it: reviews on kept-alive connections, the
+    TLS versions and suites it accepts, and a certificate rotated under it."""
     srv, paths = server
+    _reviews_on_one_connection(srv)
+    _old_tls_refused(srv)
+    _aead_suites_only(srv)
+    _rotation(srv, paths)
 
-    # A review over HTTPS, verified against the generated CA; two on one kept-alive
-    # connection, as the API server sends them.
+
+def _reviews_on_one_connection(srv: Server) -> None:
+    """A review over HTTPS, verified against the generated CA; two on one kept-alive
+    connection, as the API server sends them; a body over the limit is a 413."""
     conn = srv.connect()
     body = json.dumps(reviews.review(reviews.invalid_rollout_manager(), uid="tls-1"))
     conn.request("POST", "/validate/rolloutmanagers", body=body,
@@ -157,8 +165,10 @@ def test_real_gunicorn_over_tls(server):
     assert 'endpoint="/validate/rolloutmanagers",result="denied"' in metrics
     conn.close()
 
-    # TLS 1.1 is refused by the server. The client is allowed everything down to
-    # TLS 1.0 (security level 0), so the refusal cannot come from the client side.
+
+def _old_tls_refused(srv: Server) -> None:
+    """TLS 1.1 is refused by the server. The client is allowed everything down to
+    TLS 1.0 (security level 0), so the refusal cannot come from the client side."""
     old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     old.check_hostname = False
     old.verify_mode = ssl.CERT_NONE
@@ -181,8 +191,10 @@ def test_real_gunicorn_over_tls(server):
         cipher = tls.cipher()
         assert cipher is not None and cipher[0] in AEAD_TLS12  # the server picks AEAD
 
-    # TLS 1.2 with CBC suites only (what OpenSSL's defaults used to add) is refused;
-    # each AEAD suite on its own is accepted.
+
+def _aead_suites_only(srv: Server) -> None:
+    """TLS 1.2 with CBC suites only (what OpenSSL's defaults used to add) is refused;
+    each AEAD suite on its own is accepted."""
     cbc = _tls12_client("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384:"
                         "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA")
     with pytest.raises(ssl.SSLError), socket.create_connection(
@@ -196,7 +208,9 @@ def test_real_gunicorn_over_tls(server):
             cipher = tls.cipher()
             assert cipher is not None and cipher[0] == suite
 
-    # Rotation: new files on disk, and new connections get the new certificate.
+
+def _rotation(srv: Server, paths: certs.CertPaths) -> None:
+    """New files on disk, and new connections get the new certificate."""
     assert srv.served_cert() == _der(paths.tls_cert)
     old_der = _der(paths.tls_cert)
     assert _not_after_gauge(srv) == _not_after(paths.tls_cert)

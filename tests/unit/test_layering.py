@@ -18,7 +18,7 @@ from testkit.paths import REPO_ROOT
 # Every root package of the contracts, and where it lives in this repository.
 PACKAGES = {name: REPO_ROOT / name for name in (
     "schemas", "kubekit", "webhook", "reconciler", "certs", "rollgate", "tests", "bench")}
-PACKAGES.update({name: REPO_ROOT / "support" / name for name in ("harness", "testkit")})
+PACKAGES.update({name: REPO_ROOT / "support" / name for name in ("harness", "testkit", "docgen")})
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # contract name's start -> (module file, the import that breaks it)
 VIOLATIONS = {
@@ -37,6 +37,8 @@ VIOLATIONS = {
     "the product imports no support code": ("schemas/stage.py", "import testkit"),
     "testkit (builders, shapes, waits, the fake API) starts nothing": (
         "testkit/waits.py", "import harness.plane"),
+    "docgen (the generated reference pages) starts nothing": ("docgen/flags.py",
+                                                              "import harness.plane"),
     "the harness imports no test": ("harness/chart.py", "import tests"),
     "unit and HTTP tests start nothing": ("tests/unit/schemas/test_corpus.py",
                                           "import harness.plane"),

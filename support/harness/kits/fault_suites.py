@@ -33,10 +33,11 @@ from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from reconciler.verification.naming import freight_collection_id, run_name
 from reconciler.verification.payloads import FINISHED
+from schemas.kinds import GROUP_KARGO
 from testkit import invariants, kargo_shapes
 
 GROUP, VERSION = "argoproj.io", "v1alpha1"
-KARGO = "kargo.akuity.io"
+KARGO = GROUP_KARGO
 
 
 def _env(name: str, default: float) -> float:

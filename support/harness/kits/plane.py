@@ -1,7 +1,9 @@
 """Starting a plane, rollgate on the host and a namespace for e2e tests: the session's
 plane (tests/e2e/conftest.py) and any other a module needs (a plane with our CRDs only,
 one of its own for the faults); the chart tests' tools and the webhook configurations'
-caBundles. A failure to start fails the test with the reason: an e2e test never skips."""
+caBundles. What cannot start raises the harness's error saying why (``PlaneError``,
+``chart.ChartToolMissing``), which fails the test: an e2e test never skips, and no kit
+imports pytest."""
 
 from __future__ import annotations
 
@@ -12,12 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from harness import chart, crds
 from harness.host_rollgate import HostRollgate
-from harness.paths import BinaryMissing
-from harness.plane import ControlPlane, PlaneError, find_binaries
+from harness.plane import ControlPlane
 
 
 @contextmanager
@@ -39,18 +38,11 @@ def plane_with_rollgate(work_dir: Path | None = None, *, webhook: bool = True,
 def running_plane(work_dir: Path, *, tree_crds: bool = True,
                   **options: Any) -> Iterator[ControlPlane]:
     """A started plane (``options`` for ``ControlPlane``) with the default CRDs
-    (``tree_crds=False``: ours over the upstream trees'), always stopped; a failure to
-    start fails the test with the reason."""
-    try:
-        find_binaries()
-    except BinaryMissing as err:
-        pytest.fail(str(err), pytrace=False)
+    (``tree_crds=False``: ours over the upstream trees'), always stopped; ``PlaneError``
+    says why one did not start (a missing binary too)."""
     plane = ControlPlane(work_dir=work_dir, **options)
-    try:
-        plane.crds = crds.for_plane(tree_crds=tree_crds, say=plane.say)
-        plane.start()
-    except PlaneError as err:
-        pytest.fail(f"control plane did not start: {err}", pytrace=False)
+    plane.crds = crds.for_plane(tree_crds=tree_crds, say=plane.say)
+    plane.start()  # stops what it started when it fails
     try:
         yield plane
     finally:
@@ -60,12 +52,8 @@ def running_plane(work_dir: Path, *, tree_crds: bool = True,
 def rollgate_on(plane: ControlPlane, *, webhook: bool = True,
                 webhook_args: tuple[str, ...] = ()) -> HostRollgate:
     """rollgate's RBAC (and, with ``webhook``, its webhook, registered) on ``plane``;
-    its processes stop with the plane."""
-    rollgate = HostRollgate(plane, webhook_args=webhook_args)
-    try:
-        return rollgate.start(webhook=webhook)
-    except PlaneError as err:
-        pytest.fail(f"rollgate did not start on the plane: {err}", pytrace=False)
+    its processes stop with the plane (``PlaneError`` when they do not start)."""
+    return HostRollgate(plane, webhook_args=webhook_args).start(webhook=webhook)
 
 
 @contextmanager
@@ -78,12 +66,10 @@ def fresh_namespace(plane: ControlPlane) -> Iterator[str]:
 
 
 def tool_or_fail() -> None:
-    """helm and the chart's CRDs, or the test fails saying how to build them."""
-    try:
-        chart.helm_binary()
-        chart.crd_dirs()
-    except chart.ChartToolMissing as err:
-        pytest.fail(str(err), pytrace=False)
+    """helm and the chart's CRDs are built, or ``chart.ChartToolMissing`` fails the test
+    saying how to build them."""
+    chart.helm_binary()
+    chart.crd_dirs()
 
 
 def ca_bundles(plane: ControlPlane) -> set[str]:

@@ -26,9 +26,10 @@ from kubernetes import client
 from harness.kits.node import WEBHOOK, pods
 from harness.kits.polling import Poller
 from harness.plane import ControlPlane
+from schemas.kinds import GROUP_KARGO
 from testkit import objects
 
-KARGO = ("kargo.akuity.io", "v1alpha1")
+KARGO = (GROUP_KARGO, "v1alpha1")
 ARGO = ("argoproj.io", "v1alpha1")
 _REQUESTS = re.compile(r"^rollgate_webhook_requests_total\{[^}]*\}\s+([0-9.e+]+)", re.M)
 

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from harness.plane import ControlPlane
+from schemas.constants import LABEL_STAGE
 from testkit import kargo_shapes, objects
 from testkit.waits import wait_for
 
@@ -176,4 +177,4 @@ class Cluster:
 
     def runs(self, stage: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self.items("analysisruns") if stage is None
-                or r["metadata"].get("labels", {}).get("kargo.akuity.io/stage") == stage]
+                or r["metadata"].get("labels", {}).get(LABEL_STAGE) == stage]

@@ -17,7 +17,8 @@ import jsonschema
 import pytest
 import yaml
 
-from harness import chart, chart_docs
+from docgen import chart_values
+from harness import chart
 from harness.kits.plane import tool_or_fail
 from testkit.paths import REPO_ROOT
 
@@ -113,7 +114,7 @@ def test_every_object_the_chart_defines_is_closed():
 
     assert walk(SCHEMA, "") == []
     # Raises on a key of values.yaml without a schema entry, or the other way round.
-    rows = chart_docs.rows((chart.CHART / "values.yaml").read_text(), SCHEMA)
+    rows = chart_values.rows((chart.CHART / "values.yaml").read_text(), SCHEMA)
     assert all(r.type != "any" for r in rows), [r.key for r in rows if r.type == "any"]
 
 
@@ -381,8 +382,8 @@ def test_the_notes_invalid_stage_is_denied_by_rollgate(control_plane, namespace)
 
 def test_chart_readme_values_table_is_generated():
     """charts/rollgate/README.md carries what `make chart-docs` writes."""
-    readme = chart_docs.README.read_text()
-    assert chart_docs.with_table(readme, chart_docs.generated_table()) == readme, (
+    readme = chart_values.README.read_text()
+    assert chart_values.with_table(readme, chart_values.generated_table()) == readme, (
         "charts/rollgate/README.md's values table is out of date: run `make chart-docs`")
     # Every value (leaf or commented object) has its row.
     for key in ("webhook.extraEnv", "reconciler.podDisruptionBudget.minAvailable",
@@ -408,7 +409,7 @@ top:
   # After a blank line.
   e: ""
 """
-    assert chart_docs.comments(text) == {"top": "The section.",
+    assert chart_values.comments(text) == {"top": "The section.",
                                          "top.a": "First line second line.",
                                          "top.c": "Described.",
                                          "top.e": "After a blank line."}
@@ -417,17 +418,17 @@ top:
         "a": {"type": "integer"}, "list": {"type": "array", "items": {"type": "object"}},
         "c": {"type": "object"}, "e": {"enum": ["", "x"]}}}
     schema = {**closed, "properties": {"top": top}}
-    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.list: no comment"):
-        chart_docs.rows(text, schema)
+    with pytest.raises(chart_values.ValuesDocError, match=r"top\.list: no comment"):
+        chart_values.rows(text, schema)
     described = text.replace("  list:\n", "  # A list.\n  list:\n")
-    rows = chart_docs.rows(described, schema)
+    rows = chart_values.rows(described, schema)
     assert [(r.key, r.type, r.default) for r in rows] == [
         ("top", "object", ""), ("top.a", "integer", "1"), ("top.list", "list of object",
                                                           '[{"name": "x", "b": 2}]'),
         ("top.c", "object", '{"d": 1}'), ("top.e", '"" | "x"', '""')]
-    assert '| `top.e` | "" \\| "x" | `""` | After a blank line. |' in chart_docs.table(rows)
-    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.f: in values\.yaml, not in"):
-        chart_docs.rows(described + "  # New.\n  f: 1\n", schema)
+    assert '| `top.e` | "" \\| "x" | `""` | After a blank line. |' in chart_values.table(rows)
+    with pytest.raises(chart_values.ValuesDocError, match=r"top\.f: in values\.yaml, not in"):
+        chart_values.rows(described + "  # New.\n  f: 1\n", schema)
     top["properties"]["g"] = {"type": "string"}
-    with pytest.raises(chart_docs.ValuesDocError, match=r"top\.g: in the schema, not in"):
-        chart_docs.rows(described, schema)
+    with pytest.raises(chart_values.ValuesDocError, match=r"top\.g: in the schema, not in"):
+        chart_values.rows(described, schema)

@@ -1,4 +1,4 @@
-"""docs/flags.md is what the commands' argument parsers say (support/harness/flag_docs.py),
+"""docs/flags.md is what the commands' argument parsers say (support/docgen/flags.py),
 so the flag reference cannot drift from the code."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import argparse
 
 import pytest
 
-from harness import flag_docs
+from docgen import flags
 
 
 def test_the_flag_reference_is_current() -> None:
-    assert flag_docs.PAGE.read_text() == flag_docs.render(), "run make flag-docs"
+    assert flags.PAGE.read_text() == flags.render(), "run make flag-docs"
 
 
 def test_every_flag_of_every_command_is_on_the_page() -> None:
-    page = flag_docs.PAGE.read_text()
-    for command, module in flag_docs.COMMANDS:
+    page = flags.PAGE.read_text()
+    for command, module in flags.COMMANDS:
         root = __import__(module, fromlist=["parser"]).parser(command)
         parsers = [root] + [p for a in root._actions
                             if isinstance(a, argparse._SubParsersAction)
@@ -39,6 +39,6 @@ def test_a_new_flag_makes_the_page_stale(monkeypatch: pytest.MonkeyPatch) -> Non
         return parser
 
     monkeypatch.setattr(webhook_main, "parser", with_one_more)
-    page = flag_docs.render()
+    page = flags.render()
     assert "| `--brand-new BRAND_NEW` | `x` | a flag nobody documented |" in page
-    assert flag_docs.main(["--check"]) == 1
+    assert flags.main(["--check"]) == 1

@@ -1,5 +1,5 @@
 """docs/metrics.md is what the processes' collectors and the product's source say
-(support/harness/metric_docs.py, support/harness/reasons.py), so the reference of metrics,
+(support/docgen/metrics.py, support/docgen/reasons.py), so the reference of metrics,
 condition reasons and Event reasons cannot drift from the code."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from harness import metric_docs, reasons
+from docgen import metrics, reasons
 from testkit.paths import REPO_ROOT
 
 
 def test_the_metrics_reference_is_current() -> None:
-    assert metric_docs.PAGE.read_text() == metric_docs.render(), "run make metric-docs"
-    assert metric_docs.main(["--check"]) == 0
+    assert metrics.PAGE.read_text() == metrics.render(), "run make metric-docs"
+    assert metrics.main(["--check"]) == 0
 
 
 def test_every_metric_the_alerts_and_the_dashboard_query_is_on_the_page() -> None:
-    page = metric_docs.PAGE.read_text()
+    page = metrics.PAGE.read_text()
     files = REPO_ROOT / "charts" / "rollgate" / "files"
     queried = set()
     for name in ("alerts.yaml", "dashboard.json"):
@@ -33,7 +33,7 @@ def test_every_metric_the_alerts_and_the_dashboard_query_is_on_the_page() -> Non
 
 
 def test_every_reason_the_code_writes_is_on_the_page() -> None:
-    page = metric_docs.PAGE.read_text()
+    page = metrics.PAGE.read_text()
     conditions, events = page.split("## Condition reasons")[1].split("## Event reasons")
     found = reasons.scan()
     assert {"Verified", "Synced", "VerifierConflict", "PluginsRemoved",
@@ -45,15 +45,15 @@ def test_every_reason_the_code_writes_is_on_the_page() -> None:
 def test_a_new_metric_makes_the_page_stale(monkeypatch: pytest.MonkeyPatch) -> None:
     extra = Counter("rollgate_brand_new", "a metric nobody documented", ["namespace"],
                     registry=CollectorRegistry())
-    parts = metric_docs.sections()
+    parts = metrics.sections()
     parts["Webhook (`rollgate webhook`)"].append(extra)
-    monkeypatch.setattr(metric_docs, "sections", lambda: parts)
+    monkeypatch.setattr(metrics, "sections", lambda: parts)
 
-    page = metric_docs.render()
+    page = metrics.render()
 
     assert ("| `rollgate_brand_new_total` | counter | `namespace` | "
             "a metric nobody documented |") in page
-    assert metric_docs.main(["--check"]) == 1
+    assert metrics.main(["--check"]) == 1
 
 
 def test_a_new_reason_in_the_code_stops_the_page(
@@ -61,34 +61,34 @@ def test_a_new_reason_in_the_code_stops_the_page(
 ) -> None:
     new = reasons.Written("event", "BrandNewReason", "reconciler/x.py:1")
     found = [*reasons.scan(), new]
-    monkeypatch.setattr(metric_docs, "written", lambda: found)
+    monkeypatch.setattr(metrics, "written", lambda: found)
 
-    with pytest.raises(metric_docs.Undescribed, match="event BrandNewReason"):
-        metric_docs.render()
-    assert metric_docs.main(["--check"]) == 1
-    assert "not described in harness/metric_docs.py" in capsys.readouterr().err
+    with pytest.raises(metrics.Undescribed, match="event BrandNewReason"):
+        metrics.render()
+    assert metrics.main(["--check"]) == 1
+    assert "not described in docgen/metrics.py" in capsys.readouterr().err
 
 
 def test_a_described_reason_appears_on_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
     found = [*reasons.scan(), reasons.Written("event", "BrandNewReason", "reconciler/x.py:1")]
-    monkeypatch.setattr(metric_docs, "written", lambda: found)
-    monkeypatch.setitem(metric_docs.EVENTS, "BrandNewReason",
-                        metric_docs.About("Stage", "Warning", "a reason nobody documented"))
+    monkeypatch.setattr(metrics, "written", lambda: found)
+    monkeypatch.setitem(metrics.EVENTS, "BrandNewReason",
+                        metrics.About("Stage", "Warning", "a reason nobody documented"))
 
     assert ("| Stage | Warning | `BrandNewReason` | a reason nobody documented |"
-            in metric_docs.render())
-    assert metric_docs.main(["--check"]) == 1
+            in metrics.render())
+    assert metrics.main(["--check"]) == 1
 
 
 def test_a_description_of_a_reason_the_code_dropped_stops_the_page(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     found = [w for w in reasons.scan() if w.reason != "RolloutsRestarted"]
-    monkeypatch.setattr(metric_docs, "written", lambda: found)
+    monkeypatch.setattr(metrics, "written", lambda: found)
 
-    with pytest.raises(metric_docs.Undescribed, match="not written by the code any more: "
+    with pytest.raises(metrics.Undescribed, match="not written by the code any more: "
                                                       "event RolloutsRestarted"):
-        metric_docs.render()
+        metrics.render()
 
 
 SOURCE = '''

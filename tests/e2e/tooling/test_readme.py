@@ -186,28 +186,40 @@ def matches(sample: Any, real: Any, where: str = "status") -> list[str]:
     """Where ``real`` differs from ``sample``: every key the sample has, every value it
     spells out; a string with ``...`` stands for any text between its two ends."""
     if isinstance(sample, dict):
-        if not isinstance(real, dict):
-            return [f"{where}: {real!r} is not a map"]
-        return [m for k, v in sample.items()
-                for m in (matches(v, real[k], f"{where}.{k}") if k in real
-                          else [f"{where}.{k}: missing"])]
+        return _map_matches(sample, real, where)
     if isinstance(sample, list) and sample and all(
             isinstance(v, dict) and "type" in v for v in sample):
-        # Conditions: by type, whatever order the writer keeps them in.
-        by_type = {c.get("type"): c for c in real if isinstance(c, dict)} if isinstance(
-            real, list) else {}
-        return [m for v in sample for m in (
-            matches(v, by_type[v["type"]], f"{where}[type={v['type']}]")
-            if v["type"] in by_type else [f"{where}[type={v['type']}]: missing"])]
+        return _conditions_match(sample, real, where)
     if isinstance(sample, list):
-        if not isinstance(real, list) or len(real) < len(sample):
-            return [f"{where}: {real!r} is shorter than the sample"]
-        return [m for i, v in enumerate(sample) for m in matches(v, real[i], f"{where}[{i}]")]
+        return _list_matches(sample, real, where)
     if isinstance(sample, str) and "..." in sample:
         head, _, tail = sample.partition("...")
         ok = isinstance(real, str) and real.startswith(head) and real.endswith(tail)
         return [] if ok else [f"{where}: {real!r} is not {sample!r}"]
     return [] if sample == real else [f"{where}: {real!r}, the README says {sample!r}"]
+
+
+def _map_matches(sample: dict[str, Any], real: Any, where: str) -> list[str]:
+    if not isinstance(real, dict):
+        return [f"{where}: {real!r} is not a map"]
+    return [m for k, v in sample.items()
+            for m in (matches(v, real[k], f"{where}.{k}") if k in real
+                      else [f"{where}.{k}: missing"])]
+
+
+def _conditions_match(sample: list[dict[str, Any]], real: Any, where: str) -> list[str]:
+    """Conditions: by type, whatever order the writer keeps them in."""
+    by_type = {c.get("type"): c for c in real if isinstance(c, dict)} if isinstance(
+        real, list) else {}
+    return [m for v in sample for m in (
+        matches(v, by_type[v["type"]], f"{where}[type={v['type']}]")
+        if v["type"] in by_type else [f"{where}[type={v['type']}]: missing"])]
+
+
+def _list_matches(sample: list[Any], real: Any, where: str) -> list[str]:
+    if not isinstance(real, list) or len(real) < len(sample):
+        return [f"{where}: {real!r} is shorter than the sample"]
+    return [m for i, v in enumerate(sample) for m in matches(v, real[i], f"{where}[{i}]")]
 
 
 def test_the_sample_status_is_what_kargo_writes_for_the_example_promotion(

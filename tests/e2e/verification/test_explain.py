@@ -84,17 +84,21 @@ def whats(doc: dict[str, Any]) -> list[str]:
 
 
 def test_a_verified_and_a_failed_stage_explained(project: KargoProject) -> None:
-    plane = project.plane
     project.stage("good", templates=(TEMPLATE,))
     project.stage("bad", templates=(TEMPLATE,), verdict="fail")
     good = project.promote_and_verify("good", "a1")
     project.promote("bad", "a1")
     project.wait_promoted("bad", "a1")
     bad = project.wait_latest("bad", "Failed")
-    freight = project.freight_names["a1"]
+    check_verified_as_text(project, good)
+    check_failed_as_json_through_kubectl(project, bad)
+    check_what_observe_mode_would_report(project, good)
 
-    # ------------------------------------------------ verified: text, as a user reads it
-    result = explain(plane, "good", "-n", project.ns)
+
+def check_verified_as_text(project: KargoProject, good: dict[str, Any]) -> None:
+    """The verified Stage, in text, as a user reads it."""
+    freight = project.freight_names["a1"]
+    result = explain(project.plane, "good", "-n", project.ns)
     assert result.returncode == 0, result.stderr
     text = result.stdout
     lines = text.splitlines()
@@ -112,8 +116,11 @@ def test_a_verified_and_a_failed_stage_explained(project: KargoProject) -> None:
     assert -1 not in positions and positions == sorted(positions), (order, text)
     assert lines[-1] == "Findings: none", text
 
-    # ------------------------------------------------ failed: JSON, and through kubectl
-    result = explain(plane, "bad", "-n", project.ns, "-o", "json", kubectl=True)
+
+def check_failed_as_json_through_kubectl(project: KargoProject, bad: dict[str, Any]) -> None:
+    """The failed Stage, in JSON and through kubectl; the text form says the same."""
+    freight = project.freight_names["a1"]
+    result = explain(project.plane, "bad", "-n", project.ns, "-o", "json", kubectl=True)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["stage"] == {"namespace": project.ns, "name": "bad"}
@@ -131,18 +138,19 @@ def test_a_verified_and_a_failed_stage_explained(project: KargoProject) -> None:
     assert condition["status"] != "True", condition
     assert doc["findings"] == []
     # The text form says the same: kubectl rollgate without -o.
-    text = explain(plane, "bad", "-n", project.ns, kubectl=True).stdout
+    text = explain(project.plane, "bad", "-n", project.ns, kubectl=True).stdout
     assert f"Answer: {doc['answer']}" in text
     assert all(i["text"] in text for i in doc["timeline"]), text
     # The README's sample is such a run: the same lines but for ids, times, namespace.
     assert normalised(text) == normalised(readme_sample()), text
 
-    # ------------------------------------------------ what observe mode would report
-    # A failed reverify after a success, while Kargo keeps verifiedIn: the finding.
+
+def check_what_observe_mode_would_report(project: KargoProject, good: dict[str, Any]) -> None:
+    """A failed reverify after a success, while Kargo keeps verifiedIn: the finding."""
     project.stage("good", templates=(TEMPLATE,), verdict="fail")
     project.annotate("good", "kargo.akuity.io/reverify", json.dumps({"id": good["id"]}))
     project.wait_latest("good", "Failed", count=2)
-    doc = json.loads(explain(plane, "good", "-n", project.ns, "-o", "json").stdout)
+    doc = json.loads(explain(project.plane, "good", "-n", project.ns, "-o", "json").stdout)
     assert [f["kind"] for f in doc["findings"]] == ["VerifiedDespiteFailure"], doc
     assert doc["answer"].startswith("verified (an earlier verification succeeded"), doc
     assert "VerifiedDespiteFailure" in doc["answer"]

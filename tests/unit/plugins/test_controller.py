@@ -2,7 +2,7 @@
 
 The I/O paths are covered end to end in tests/e2e/plugins/test_rollout_plugins.py; these pin
 the decisions that make writes minimal (no write, no restart when nothing changed), and
-the release of the keys against the one fake API (support/testkit/fakeapi.py).
+the release of the keys against the one fake API (support/testkit/fakeapi/).
 """
 
 from __future__ import annotations

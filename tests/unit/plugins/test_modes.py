@@ -1,6 +1,6 @@
 """The plugins controller per mode: what it writes (and does not) and what it reports.
 
-Against the one fake API (support/testkit/fakeapi.py), which records every write, with the
+Against the one fake API (support/testkit/fakeapi/), which records every write, with the
 digest pre-flight's download injected: the e2e tests (tests/e2e/plugins/test_rollout_plugins.py)
 run the same flows against a real kube-apiserver and a real HTTPS server; these pin the
 decisions pass by pass ("a pass over an unchanged world writes nothing", "events once

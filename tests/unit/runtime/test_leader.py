@@ -1,6 +1,6 @@
 """Leader election keeps the renew deadline even when a lease request hangs.
 
-The Lease lives in the fake API (support/testkit/fakeapi.py); its get, create and replace
+The Lease lives in the fake API (support/testkit/fakeapi/); its get, create and replace
 hooks can make requests hang until the test lets them go. No wall-clock durations are
 asserted, only the order of what happened (leadership given up while the request was
 still in flight).

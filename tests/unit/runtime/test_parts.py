@@ -1,5 +1,5 @@
 """Runtime pieces that need no API server: informer bookkeeping (against the fake API,
-support/testkit/fakeapi.py, whose watch hook plays what happens between requests), the
+support/testkit/fakeapi/, whose watch hook plays what happens between requests), the
 worker's retry rules, leases, flags, probes."""
 
 from __future__ import annotations

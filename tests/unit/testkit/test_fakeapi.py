@@ -1,4 +1,4 @@
-"""The fake API (support/testkit/fakeapi.py) keeps the API server's semantics the tests
+"""The fake API (support/testkit/fakeapi/) keeps the API server's semantics the tests
 depend on; each case states what kube-apiserver does, so a test passing against the fake
 means something."""
 
@@ -109,8 +109,10 @@ def test_merge_and_json_patches() -> None:
     ], content_type=JSON_PATCH)
     assert patched["data"] == {"c": "3"}
     assert patched["metadata"]["annotations"] == {"x~y/z": "2"}
+    # The product's applier (schemas.pointer) applies add, remove, replace and test.
     for ops in ([{"op": "test", "path": "/data/c", "value": "other"}],
-                [{"op": "remove", "path": "/data/missing"}]):
+                [{"op": "remove", "path": "/data/missing"}],
+                [{"op": "move", "from": "/data/c", "path": "/data/d"}]):
         with pytest.raises(ApiException) as exc:
             api.patch(CONFIG_MAP, "ns", "c", ops, content_type=JSON_PATCH)
         assert status(exc) == (422, "Invalid")

@@ -1,5 +1,5 @@
 """The engine-mode executor (reconciler/verification/engine.py) over the one
-fake API (support/testkit/fakeapi.py).
+fake API (support/testkit/fakeapi/).
 
 Each test makes the API do what a real server cannot be told to do on cue: fail one
 request, answer AlreadyExists for a run the cache has not seen, refuse a stale write.
@@ -8,17 +8,19 @@ The e2e tests run the same controller against a real control plane.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
-from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, FREIGHT, STAGE, Resource
+from kubekit.kinds import ANALYSIS_RUN, ANALYSIS_TEMPLATE, EVENT, FREIGHT, STAGE, Resource
 from kubekit.rest import is_already_exists
 from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key
+from reconciler.verification import plan as planner
 from reconciler.verification.engine import StageVerificationController
 from reconciler.verification.naming import freight_collection_id, run_name
 from testkit.fakeapi import FakeApi, api_error, context
@@ -231,3 +233,51 @@ def test_a_run_of_older_freight_that_succeeded_marks_that_freight_through_the_en
     assert older["verificationHistory"][0]["phase"] == "Successful"
     freight = api.get(FREIGHT, NS, "f1")
     assert freight is not None and "prod" in freight["status"]["verifiedIn"]
+
+
+def test_a_pass_plans_once_from_plain_data_it_read_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine reads a template the cache has not seen from the API before planning,
+    then plans once: the run it creates and the status recording that run come from one
+    plan over plain data. A create that comes out other than planned (a foreign object
+    holds the name) is the one case of a second pass, planned from what the create found."""
+    worlds: list[planner.World] = []
+    plan = planner.plan
+
+    def counted(world: planner.World) -> planner.Plan:
+        worlds.append(world)
+        return plan(world)
+
+    monkeypatch.setattr(planner, "plan", counted)
+    api = make_api()
+    controller = StageVerificationController()
+    unseen = stores(api, controller, live=False)
+    for template in unseen[ANALYSIS_TEMPLATE].list():
+        unseen[ANALYSIS_TEMPLATE].remove(template)  # created a moment ago
+    ctx = context(api, cache=CacheView(unseen), controller=controller)
+    api.requests.clear()
+    controller.reconcile(Key(NS, "prod"), ctx)
+    assert [str(r) for r in api.requests if r.verb != "create" or r.resource != EVENT] == [
+        "get analysistemplates/t", f"create analysisruns/{RUN1}", "patch stages/prod/status"]
+    assert len(worlds) == 1
+    assert not _callables(dataclasses.asdict(worlds[0]))
+    assert history(api)[0]["analysisRun"]["name"] == RUN1
+
+    worlds.clear()
+    foreign = make_api()
+    foreign.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
+                               "spec": {}})
+    reconcile(foreign)
+    assert [w.blocked for w in worlds] == [{}, {RUN1: worlds[1].blocked[RUN1]}]
+    assert "not created by rollgate" in worlds[1].blocked[RUN1]
+
+
+def _callables(value: Any) -> list[Any]:
+    """Every callable in a JSON-like value, at any depth."""
+    if callable(value):
+        return [value]
+    if isinstance(value, dict):
+        return [c for k, v in value.items() for c in (*_callables(k), *_callables(v))]
+    if isinstance(value, list | tuple):
+        return [c for v in value for c in _callables(v)]
+    return []

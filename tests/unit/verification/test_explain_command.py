@@ -1,6 +1,6 @@
 """The I/O edge of ``rollgate explain``: the cluster and namespace chosen as kubectl
 chooses them (``--kubeconfig``, ``--context``, the context's namespace), and what it
-reads through the one fake client (``support/testkit/fakeapi.py``)."""
+reads through the one fake client (``support/testkit/fakeapi/``)."""
 
 from __future__ import annotations
 

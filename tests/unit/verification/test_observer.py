@@ -1,5 +1,5 @@
 """The observe-mode controller (reconciler/verification/observer.py) over the one fake
-API (support/testkit/fakeapi.py): what it reports, when it comes back, and its one write
+API (support/testkit/fakeapi/): what it reports, when it comes back, and its one write
 (--refresh-lagging)."""
 
 from __future__ import annotations

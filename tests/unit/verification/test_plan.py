@@ -7,17 +7,20 @@ promotion writes them.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
+import dataclasses
 import json
+import typing
 from collections.abc import Iterable
 from typing import Any
 
 import pytest
 
 from reconciler.verification import plan as planner
-from reconciler.verification.analysis_run import AnalysisBuildError
 from reconciler.verification.naming import freight_collection_id, label_value, run_name
 from reconciler.verification.payloads import collection_id
+from schemas.references import TemplateKey
 from testkit import objects
 
 NS = "shop"
@@ -64,16 +67,16 @@ def run(name: str, *, attempt: int, phase: str = "", cid: str = CID, ours: bool 
     return out
 
 
-def builder(calls: list[tuple[int, str | None]] | None = None, error: str | None = None):
-    def build(attempt: int, request: str | None) -> dict[str, Any]:
-        if calls is not None:
-            calls.append((attempt, request))
-        if error is not None:
-            raise AnalysisBuildError(error)
-        built = run(run_name("prod", CID, attempt), attempt=attempt, request=request)
-        built["metadata"].pop("creationTimestamp")
-        return built
-    return build
+def templates(*names: str) -> dict[TemplateKey, dict[str, Any]]:
+    """The AnalysisTemplates ``names`` in the Stage's namespace, as the engine resolves
+    them (each measuring ``m``, as ``run`` does)."""
+    return {TemplateKey("AnalysisTemplate", NS, name): objects.analysis_template(
+        name, namespace=NS, metrics=[{"name": "m"}]) for name in names}
+
+
+# What the Stages here reference: ``t``, and ``t2`` once a test changes the Stage.
+TEMPLATES = templates("t", "t2")
+NOT_FOUND = "AnalysisTemplate shop/t not found"
 
 
 def plan(st: dict[str, Any], runs: Iterable[dict[str, Any]] = (), freight=None,
@@ -81,7 +84,7 @@ def plan(st: dict[str, Any], runs: Iterable[dict[str, Any]] = (), freight=None,
     return planner.plan(planner.World(
         stage=st, runs=list(runs), freight=freight if freight is not None else {"f1": {
             "metadata": {"name": "f1"}, "status": {}}},
-        build=kw.pop("build", builder()), now=NOW, **kw))
+        templates=kw.pop("templates", TEMPLATES), now=NOW, **kw))
 
 
 def applied(st: dict[str, Any], p: planner.Plan) -> dict[str, Any]:
@@ -178,6 +181,47 @@ def test_failed_reverification_removes_verified_in() -> None:
     assert condition(st)["status"] == "True"
 
 
+# ---------------------------------------------------------------- plain data
+
+
+def test_the_planner_plans_from_plain_data_alone() -> None:
+    """A World of what JSON holds (and the templates by their key) is all the planner
+    needs: the run it creates is built from the world's template, and the status of the
+    same plan already records that run (a pass plans once)."""
+    template = objects.analysis_template("t", namespace=NS, metrics=[{
+        "name": "success-rate", "provider": {"web": {"url": "http://metrics.example"}}}])
+    document = json.dumps({"stage": stage(), "runs": [], "now": NOW,
+                           "freight": {"f1": {"metadata": {"name": "f1"}, "status": {}}}})
+    world = planner.World(**json.loads(document), templates={
+        TemplateKey("AnalysisTemplate", NS, "t"): json.loads(json.dumps(template))})
+    p = planner.plan(world)
+    assert p.create is not None and p.create["metadata"]["name"] == RUN1
+    assert p.create["spec"]["metrics"] == template["spec"]["metrics"]
+    st = applied(world.stage, p)  # type: ignore[arg-type]
+    assert current_history(st)[0]["analysisRun"] == {"name": RUN1, "namespace": NS, "phase": ""}
+    assert condition(st)["reason"] == "VerificationPending"
+
+
+def _callables_in(hint: Any) -> list[Any]:
+    """The callable types a type hint names, at any depth (``Mapping[str, Callable]``)."""
+    origin = typing.get_origin(hint)
+    if hint is collections.abc.Callable or origin is collections.abc.Callable:
+        return [hint]
+    if isinstance(hint, type) and issubclass(hint, collections.abc.Callable):  # type: ignore[arg-type]
+        return [hint]
+    return [c for arg in typing.get_args(hint) for c in _callables_in(arg)]
+
+
+def test_a_world_holds_no_callable() -> None:
+    """World's fields are data by type: none is, or holds, a callable (a look-up, a
+    builder or a client would let planning set off a request)."""
+    hints = typing.get_type_hints(planner.World)
+    assert set(hints) == {f.name for f in dataclasses.fields(planner.World)}
+    assert {name: _callables_in(hint) for name, hint in hints.items()} == {
+        name: [] for name in hints}
+    assert _callables_in(collections.abc.Mapping[str, collections.abc.Callable[[], None]])
+
+
 # ---------------------------------------------------------------- the gate
 
 
@@ -223,7 +267,7 @@ def test_collection_id_is_computed_with_kargos_rule_when_absent() -> None:
 
 def test_build_error_is_a_final_error_entry_that_says_how_to_retry() -> None:
     st = stage()
-    p = plan(st, build=builder(error="AnalysisTemplate shop/t not found"))
+    p = plan(st, templates={})
     assert p.create is None
     st = applied(st, p)
     entry = current_history(st)[0]
@@ -231,12 +275,12 @@ def test_build_error_is_a_final_error_entry_that_says_how_to_retry() -> None:
     assert "kargo.akuity.io/reverify" in entry["message"]
     assert (condition(st)["status"], condition(st)["reason"]) == ("False", "VerificationError")
     assert [e.reason for e in p.events] == ["VerificationError"]
-    calls: list[Any] = []
-    assert plan(st, build=builder(calls, error="AnalysisTemplate shop/t not found")).empty
+    assert NOT_FOUND in entry["message"]
+    assert plan(st, templates={}).empty
 
 
 def test_a_changed_stage_after_an_error_starts_the_next_attempt() -> None:
-    st = applied(stage(), plan(stage(), build=builder(error="AnalysisTemplate shop/t not found")))
+    st = applied(stage(), plan(stage(), templates={}))
     st["metadata"]["generation"] = 2
     st["spec"]["verification"]["analysisTemplates"] = [{"name": "t2"}]
     p = plan(st)
@@ -247,15 +291,15 @@ def test_a_changed_stage_after_an_error_starts_the_next_attempt() -> None:
 
 
 def test_a_generation_change_that_builds_the_same_failure_only_moves_observed_generation() -> None:
-    error = "AnalysisTemplate shop/t not found"
-    st = applied(stage(), plan(stage(), build=builder(error=error)))
+    st = applied(stage(), plan(stage(), templates={}))
+    assert NOT_FOUND in current_history(st)[0]["message"]
     st["metadata"]["generation"] = 2  # e.g. promotionTemplate edited
-    p = plan(st, build=builder(error=error))
+    p = plan(st, templates={})
     assert p.create is None and p.events == []
     st = applied(st, p)
     assert len(current_history(st)) == 1
     assert condition(st)["observedGeneration"] == 2
-    assert plan(st, build=builder(error=error)).empty
+    assert plan(st, templates={}).empty
 
 
 def test_blocked_name_is_an_error_naming_the_fix() -> None:
@@ -279,22 +323,19 @@ def test_run_deleted_before_it_finished_is_an_error() -> None:
 def test_reverify_of_a_finished_verification_starts_one_more_attempt(value: str) -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Failed")]))
     st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = value
-    calls: list[Any] = []
-    p = plan(st, [run(RUN1, attempt=1, phase="Failed")], build=builder(calls))
-    assert calls == [(2, value)]
+    p = plan(st, [run(RUN1, attempt=1, phase="Failed")])
     created = p.create
-    assert created is not None and created["metadata"]["annotations"][
-        "rollgate.dev/request"] == value
+    assert created is not None and created["metadata"]["name"] == RUN2
+    assert created["metadata"]["annotations"]["rollgate.dev/request"] == value
     runs = [run(RUN1, attempt=1, phase="Failed"), run(RUN2, attempt=2, request=value)]
     st = applied(st, plan(st, runs))
     assert [e["id"] for e in current_history(st)] == [RUN2, RUN1]
     # Acted on once: the request stays on the Stage (as with Kargo) and starts nothing more.
     runs[1] = run(RUN2, attempt=2, phase="Successful", request=value)
     st = applied(st, plan(st, runs))
-    calls.clear()
-    p = plan(st, runs, build=builder(calls),
+    p = plan(st, runs,
              freight={"f1": {"status": {"verifiedIn": {"prod": {}}}}})
-    assert calls == [] and p.empty
+    assert p.create is None and p.empty
 
 
 def test_reverify_while_running_waits_for_the_run_to_finish() -> None:

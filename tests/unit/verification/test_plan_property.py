@@ -37,17 +37,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.verification import plan as planner
-from reconciler.verification.naming import run_name
 from reconciler.verification.payloads import (
     FINISHED,
-    collection_id,
     freight_names,
     run_of,
     run_phase,
     verification_history,
 )
 from testkit import invariants, kargo_shapes
-from tests.unit.verification.test_plan import NOW, applied, run, stage
+from tests.unit.verification.test_plan import NOW, TEMPLATES, applied, stage
 
 STAGE = "prod"
 RUN_END = invariants.RUN_END
@@ -72,20 +70,11 @@ class Model:
 
     def world(self) -> planner.World:
         current = self.collections()[0] if self.collections() else None
-
-        def build(attempt: int, request: str | None) -> dict[str, Any]:
-            assert current is not None
-            cid = collection_id(current)
-            built = run(run_name(STAGE, cid, attempt), attempt=attempt, cid=cid,
-                        request=request)
-            built["metadata"].pop("creationTimestamp")
-            return built
-
         return planner.World(stage=copy.deepcopy(self.stage),
-                        runs=[copy.deepcopy(r) for r in self.runs.values()],
-                        freight={n: copy.deepcopy(self.freight.get(n)) for n in self.names()}
-                        if current is not None else {},
-                        build=build, now=NOW)
+                             runs=[copy.deepcopy(r) for r in self.runs.values()],
+                             freight={n: copy.deepcopy(self.freight.get(n))
+                                      for n in self.names()} if current is not None else {},
+                             templates=TEMPLATES, now=NOW)
 
 
 # ---------------------------------------------------------------- what happens
@@ -131,18 +120,14 @@ def run_moves(m: Model, pick: int, phase: str) -> None:
 
 
 def one_pass(m: Model, *, cut: int | None) -> planner.Plan:
-    """One pass as the engine carries it out; ``cut``: how many of its writes land
-    before a SIGKILL (or a 409 on the Stage write); None = all of them."""
-    world = m.world()
-    p = planner.plan(world)
+    """One pass as the engine carries it out: one plan, whose status already records the
+    run it creates (here every create comes out as planned: the world holds every run);
+    ``cut``: how many of its writes land before a SIGKILL (or a 409 on the Stage write);
+    None = all of them."""
+    p = planner.plan(m.world())
     writes: list[Any] = []
     if p.create is not None:
-        created = copy.deepcopy(p.create)
-        name = created["metadata"]["name"]
-        writes.append(("create", name, created))
-        if name not in m.runs:
-            world.runs = [*world.runs, created]
-        p = planner.plan(world)
+        writes.append(("create", p.create["metadata"]["name"], copy.deepcopy(p.create)))
     writes += [("terminate", t.run, None) for t in p.terminate]
     writes += [("freight", name, body) for name, body in p.freight]
     if p.status is not None:
@@ -206,27 +191,42 @@ def run_for(runs: dict[str, Any], entry: Mapping[str, Any]) -> dict[str, Any] | 
 
 
 def check_pass(world: planner.World, p: planner.Plan) -> None:
+    history = (p.status or {}).get("freightHistory") or world.stage["status"].get(
+        "freightHistory") or []
+    check_newly_successful_marked(world, p, history)
+    check_ended_runs_terminated(world, p, history)
+
+
+def check_newly_successful_marked(world: planner.World, p: planner.Plan,
+                                  history: list[Any]) -> None:
+    """Every entry the pass records Successful gets ``verifiedIn`` planned for every
+    Freight of its collection the world holds (or the Freight already has it)."""
     before = {e.get("id"): e.get("phase")
               for c in world.stage["status"].get("freightHistory") or []
               for e in verification_history(c)}
-    history = (p.status or {}).get("freightHistory") or world.stage["status"].get(
-        "freightHistory") or []
+    planned = {name for name, body in p.freight
+               if body["status"]["verifiedIn"].get(STAGE) is not None}
+    for collection in history:
+        newly = [e for e in verification_history(collection) if e.get("phase") == "Successful"
+                 and before.get(e.get("id")) != "Successful"]
+        for entry in newly:
+            for name in freight_names(collection):
+                freight = world.freight.get(name)
+                assert freight is None or name in planned or STAGE in (
+                    freight.get("status") or {}).get("verifiedIn", {}), (
+                    f"{entry['id']} recorded Successful, {name} not marked")
+
+
+def check_ended_runs_terminated(world: planner.World, p: planner.Plan,
+                                history: list[Any]) -> None:
+    """No run of an entry that is ended (or of an older collection) is left running:
+    the plan terminates it."""
     runs = {r["metadata"]["name"]: r for r in world.runs}
     if p.create is not None:
         runs.setdefault(p.create["metadata"]["name"], p.create)
     terminated = {t.run for t in p.terminate}
-    planned = {name for name, body in p.freight
-               if body["status"]["verifiedIn"].get(STAGE) is not None}
     for index, collection in enumerate(history):
         for entry in verification_history(collection):
-            if entry.get("phase") == "Successful" and before.get(entry.get("id")) != (
-                    "Successful"):
-                for name in freight_names(collection):
-                    freight = world.freight.get(name)
-                    if freight is not None:
-                        assert name in planned or STAGE in (
-                            freight.get("status") or {}).get("verifiedIn", {}), (
-                            f"{entry['id']} recorded Successful, {name} not marked")
             ended = entry.get("phase") in (*FINISHED, "Aborted") or index > 0
             if ended and invariants.open_run(run_for(runs, entry)):
                 assert run_for(runs, entry)["metadata"]["name"] in terminated, (  # type: ignore[index]

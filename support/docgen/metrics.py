@@ -4,10 +4,10 @@ writes, generated from the code so the reference cannot drift from it.
 A metric's row comes from the collectors the processes build: the name as Prometheus
 scrapes it (counters with ``_total``, histograms with their ``_bucket``, ``_sum`` and
 ``_count`` series), its type, its labels and its help text. The reasons are the ones
-``harness.reasons`` finds in the product's source; what each means, on which object, is
+``docgen.reasons`` finds in the product's source; what each means, on which object, is
 described here (``CONDITIONS``, ``EVENTS``), and the page is not written while a reason
 the code writes has no description or a description has no reason left in the code.
-``make metric-docs`` (``python -m harness.metric_docs``) rewrites the page; ``--check``
+``make metric-docs`` (``python -m docgen.metrics``) rewrites the page; ``--check``
 only says whether it is current, and a test fails when it is not.
 """
 
@@ -19,13 +19,13 @@ from typing import NamedTuple
 
 from prometheus_client.metrics import MetricWrapperBase
 
-from harness import generated_page, reasons
-from harness.paths import REPO_ROOT
+from docgen import cli, reasons
 from reconciler.plugins.decisions import DOWNLOAD_RETRY_SECONDS
 from reconciler.plugins.metrics import PluginMetrics
 from reconciler.plugins.render import CONFIG_MAP_NAME
 from reconciler.runtime.health import Metrics
 from reconciler.verification.metrics import VerificationMetrics
+from testkit.paths import REPO_ROOT
 from webhook import metrics as webhook_metrics
 
 PAGE = REPO_ROOT / "docs" / "metrics.md"
@@ -247,7 +247,7 @@ def _described(found: Sequence[reasons.Written]) -> None:
                       if w.reason not in tables[w.record]})
     stale = sorted(f"{record} {reason}" for record, table in tables.items()
                    for reason in table if (record, reason) not in seen)
-    problems = [f"not described in harness/metric_docs.py: {m}" for m in missing]
+    problems = [f"not described in docgen/metrics.py: {m}" for m in missing]
     problems += [f"described but not written by the code any more: {s}" for s in stale]
     if problems:
         raise Undescribed("\n".join(problems))
@@ -272,10 +272,10 @@ def render(parts: dict[str, list[MetricWrapperBase]] | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        return generated_page.main(argv, page=PAGE, render=render,
-                                   prog="python -m harness.metric_docs",
-                                   description=(__doc__ or "").splitlines()[0],
-                                   target="metric-docs")
+        return cli.main(argv, page=PAGE, render=render,
+                        prog="python -m docgen.metrics",
+                        description=(__doc__ or "").splitlines()[0],
+                        target="metric-docs")
     except Undescribed as exc:
         print(f"{PAGE.relative_to(REPO_ROOT)} not written:\n{exc}", file=sys.stderr)
         return 1

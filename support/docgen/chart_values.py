@@ -8,7 +8,7 @@ The table lists every value the chart defines: it goes into an object the schema
 (free-form maps such as ``resources``, an empty label selector, lists, scalars). Every
 such value needs a description, every key of values.yaml a schema entry and every schema
 entry a key (but ``global``, Helm's), or the generator refuses. ``make chart-docs``
-(``python -m harness.chart_docs``) rewrites the table between the README's markers;
+(``python -m docgen.chart_values``) rewrites the table between the README's markers;
 ``--check`` only says whether it is current, and a test fails when it is not.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from harness.paths import REPO_ROOT
+from testkit.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "rollgate"
 VALUES = CHART / "values.yaml"
@@ -184,7 +184,7 @@ def with_table(readme: str, generated: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.chart_docs",
+    parser = argparse.ArgumentParser(prog="python -m docgen.chart_values",
                                      description="Regenerate the values table of " + str(README))
     parser.add_argument("--check", action="store_true",
                         help="only report whether the table is current (exit 1 if not)")

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.paths import REPO_ROOT
+from testkit.paths import REPO_ROOT
 
 
 def main(argv: Sequence[str] | None, *, page: Path, render: Callable[[], str], prog: str,

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from harness.paths import REPO_ROOT
+from testkit.paths import REPO_ROOT
 
 PRODUCT = ("schemas", "kubekit", "webhook", "reconciler", "certs", "rollgate")
 STATUSES = frozenset({"True", "False", "Unknown"})

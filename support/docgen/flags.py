@@ -4,7 +4,7 @@ own argument parsers so the page cannot drift from them.
 Each command module exposes ``parser(prog)``; a sub-command (``certs generate``,
 ``validate``) gets a section of its own. A flag's row: its spellings and metavar, its
 default (what the parser fills in when the flag is absent; required flags say so), its
-choices and its help text. ``make flag-docs`` (``python -m harness.flag_docs``) rewrites
+choices and its help text. ``make flag-docs`` (``python -m docgen.flags``) rewrites
 the page; ``--check`` only says whether it is current, and a test fails when it is not.
 """
 
@@ -15,8 +15,8 @@ import importlib
 import sys
 from collections.abc import Iterator, Sequence
 
-from harness import generated_page
-from harness.paths import REPO_ROOT
+from docgen import cli
+from testkit.paths import REPO_ROOT
 
 PAGE = REPO_ROOT / "docs" / "flags.md"
 # (command as users type it, module with parser(prog))
@@ -103,10 +103,10 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return generated_page.main(argv, page=PAGE, render=render,
-                               prog="python -m harness.flag_docs",
-                               description=(__doc__ or "").splitlines()[0],
-                               target="flag-docs")
+    return cli.main(argv, page=PAGE, render=render,
+                    prog="python -m docgen.flags",
+                    description=(__doc__ or "").splitlines()[0],
+                    target="flag-docs")
 
 if __name__ == "__main__":
     sys.exit(main())
