@@ -41,9 +41,9 @@ image: venv k8s host-packages
 	$(PY) -m harness.node.images
 
 # The chart packaged into dist/ (helm package; version = appVersion) and a CHANGELOG.md
-# entry for that version (support/harness/release.py, docs/install.md "Releases").
+# entry for that version (support/releasing/release.py, docs/install.md "Releases").
 release: venv k8s
-	$(PY) -m harness.release
+	$(PY) -m releasing
 
 # requirements.lock, the exact versions the image installs, from pyproject.toml.
 lock:

@@ -237,13 +237,23 @@ class Manager:
         unknown = [r.name for r in self.runners if r.waiting_for is None]
         if not self._started.is_set() or unknown:
             return False, "looking up the CRDs of: " + ", ".join(unknown or self._names())
-        # A controller that waited for its CRD never gates readiness, not even while its
-        # caches fill once the CRD came: a Ready replica stays Ready.
-        syncing = [i.name for r in self.runners if r.launched.is_set() and not r.waited
-                   for i in self._informers_of(r) if not i.synced.is_set()]
+        syncing = self._syncing()
         if syncing:
-            return False, "caches not synced: " + ", ".join(dict.fromkeys(syncing))
-        notes = ["ok"]
+            return False, "caches not synced: " + ", ".join(syncing)
+        return True, "; ".join(["ok", *self._notes()])
+
+    def _syncing(self) -> list[str]:
+        """Informers not synced yet of the controllers that gate readiness. One that
+        waited for its CRD never does, not even while its caches fill once the CRD came:
+        a Ready replica stays Ready."""
+        names = [i.name for r in self.runners if r.launched.is_set() and not r.waited
+                 for i in self._informers_of(r) if not i.synced.is_set()]
+        return list(dict.fromkeys(names))
+
+    def _notes(self) -> list[str]:
+        """What a Ready reconciler adds to "ok": controllers starting after their CRD
+        came, and controllers still waiting for one."""
+        notes = []
         starting = [r.name for r in self.runners if r.waited and r.launched.is_set()
                     and not r.running.is_set()]
         if starting:
@@ -252,7 +262,7 @@ class Manager:
                    for r in self.runners if r.waiting_for]
         if waiting:
             notes.append("waiting for CRDs: " + "; ".join(waiting))
-        return True, "; ".join(notes)
+        return notes
 
     def _names(self) -> list[str]:
         return [r.name for r in self.runners]

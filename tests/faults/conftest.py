@@ -4,7 +4,7 @@ RBAC but no webhook (the faults are the reconciler's; fewer processes on a busy
 machine), a namespace per test, and the report of defects and recovery times printed
 at the end of the run.
 
-The bounds come from environment variables (harness/kits/fault_suites.py; docs/development.md "Fault
+The bounds come from environment variables (tests/faults/suites.py; docs/development.md "Fault
 suites"): the defaults are the short version `make test` runs, `make faults` sets the
 long one.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from harness.host_rollgate import HostRollgate
-from harness.kits import fault_suites
 from harness.kits.plane import fresh_namespace, rollgate_on, running_plane
 from harness.plane import ControlPlane
+from tests.faults import suites as fault_suites
 
 HERE = Path(__file__).parent
 

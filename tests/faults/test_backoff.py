@@ -21,12 +21,12 @@ from typing import Any
 
 from harness import faults
 from harness.host_rollgate import HostRollgate
-from harness.kits import fault_suites
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess, log_offset
 from reconciler.runtime.backoff import backoff_delay
 from reconciler.runtime.informer import RETRY_BASE, RETRY_CAP
 from testkit.waits import wait_for
+from tests.faults import suites as fault_suites
 
 OUTAGES = 5
 # The first retry's delay at most: the initial delay with the full +20 % jitter.

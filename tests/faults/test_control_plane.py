@@ -17,9 +17,9 @@ import time
 
 from harness import faults
 from harness.host_rollgate import HostRollgate
-from harness.kits import fault_suites
 from harness.plane import ControlPlane
 from harness.process import log_offset
+from tests.faults import suites as fault_suites
 
 STAGES = ["s0", "s1", "s2"]
 

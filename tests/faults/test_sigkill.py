@@ -15,8 +15,8 @@ import random
 import time
 
 from harness.host_rollgate import HostRollgate
-from harness.kits import fault_suites
 from harness.plane import ControlPlane
+from tests.faults import suites as fault_suites
 
 STAGES = ["s0", "s1", "s2", "s3"]
 

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from harness import chart, crds
-from harness import release as harness_release
 from harness.kits.node import (
     NAMESPACE,
     RECONCILER,
@@ -42,6 +41,7 @@ from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane, PlaneError
 from harness.upstream import cert_manager
 from harness.upstream.trees import UpstreamMissing
+from releasing import release as harness_release
 from testkit import objects
 from testkit.denials import EXAMPLES, assert_denied, documented_paths
 from testkit.paths import REPO_ROOT

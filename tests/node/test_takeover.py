@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.kits import fault_suites
 from harness.kits.kargo import KargoProject, running_kargo, sample_sum, slow_stage_status
 from harness.kits.node import NAMESPACE, RECONCILER, Release, image_values, merged, wait_ready
 from harness.kits.verification import metric_server, verdict_template
@@ -26,6 +25,7 @@ from harness.plane import ControlPlane
 from harness.upstream import rollouts
 from testkit import invariants
 from testkit.waits import wait_for
+from tests.faults import suites as fault_suites
 
 STAGES = ["s0", "s1", "s2", "s3"]
 LEASE = "rollgate-reconciler"

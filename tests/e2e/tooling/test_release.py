@@ -1,4 +1,4 @@
-"""``make release`` (support/harness/release.py): the packaged chart and the CHANGELOG
+"""``make release`` (support/releasing/release.py): the packaged chart and the CHANGELOG
 entry, and what it refuses. The packaged chart is installed on the node by
 tests/node/test_install.py."""
 
@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import chart, release
+from harness import chart
 from harness.kits.plane import tool_or_fail
+from releasing import release
 
 ENTRY = release.Entry(version="1.2.0", date="2026-12-03", commit="1a2b3c4d5e6f")
 
 
 def run_release(tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.release",
+    return subprocess.run([sys.executable, "-m", "releasing",
                            "--changelog", str(tmp_path / "CHANGELOG.md"),
                            "--out-dir", str(tmp_path / "dist")],
                           capture_output=True, text=True, timeout=120, check=False)

@@ -1,4 +1,4 @@
-"""``make release`` (``python -m harness.release``): the chart packaged as users install it
+"""``make release`` (``python -m releasing``): the chart packaged as users install it
 and a CHANGELOG entry for its version (docs/install.md "Releases").
 
 The chart's ``version`` and ``appVersion`` must be the same (one number for the chart and
@@ -101,7 +101,7 @@ def release(*, changelog: Path, out_dir: Path, today: dt.date) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.release",
+    parser = argparse.ArgumentParser(prog="python -m releasing",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--changelog", type=Path, default=CHANGELOG)
     parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "dist")
@@ -114,7 +114,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"{package}\n{args.changelog}: entry written")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

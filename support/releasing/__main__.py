@@ -1,0 +1,7 @@
+"""``python -m releasing``: ``make release``."""
+
+import sys
+
+from releasing.release import main
+
+sys.exit(main())
