@@ -9,6 +9,7 @@ apply as the API server does.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,6 +23,11 @@ API_VERSIONS = {
     "RolloutManager": "argoproj.io/v1alpha1",
     "Deployment": "apps/v1",
 }
+
+
+def fresh_name() -> str:
+    """A namespace (or Project) name no test has used: ``t-`` and 10 hex digits."""
+    return f"t-{uuid.uuid4().hex[:10]}"
 
 
 def k8s_object(

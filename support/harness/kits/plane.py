@@ -6,7 +6,6 @@ caBundles. A failure to start fails the test with the reason: an e2e test never 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness import chart, crds
 from harness.host_rollgate import HostRollgate
 from harness.paths import BinaryMissing
 from harness.plane import ControlPlane, PlaneError, find_binaries
+from testkit import objects
 
 
 @contextmanager
@@ -71,7 +71,7 @@ def rollgate_on(plane: ControlPlane, *, webhook: bool = True,
 @contextmanager
 def fresh_namespace(plane: ControlPlane) -> Iterator[str]:
     """A fresh namespace, deleted afterwards (without waiting for it to go)."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
+    name = objects.fresh_name()
     plane.kubectl("create", "namespace", name)
     yield name
     plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
