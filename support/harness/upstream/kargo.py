@@ -153,7 +153,10 @@ def delete_project(plane: ControlPlane, name: str, *, timeout: float = 180) -> N
     """Delete Kargo Project ``name`` as a user does and wait until its namespace is gone
     (Kargo's management controller deletes the namespace; the namespace controller
     deletes what is in it, through Kargo's webhooks)."""
-    plane.kubectl("delete", "project", name, "--ignore-not-found", "--wait=false")
+    # kubectl waits for the Project (its finalizer goes once Kargo deleted the namespace),
+    # then the namespace is waited for.
+    plane.kubectl("delete", "project", name, "--ignore-not-found", f"--timeout={timeout:.0f}s",
+                  timeout=timeout + 10)
     try:
         wait_for(f"namespace {name} of Project {name} to be gone",
                  lambda: _project_namespace(plane, name) is None, timeout=timeout)

@@ -1,5 +1,5 @@
-"""The real Kargo installed as its own chart installs it (docs/development.md, "Tests and
-the local control plane").
+"""The real Kargo installed as its own chart installs it (docs/development.md, "Kargo as
+its chart installs it").
 
 What the harness registers for Kargo's webhooks server is the chart's rendering by the
 real helm, compared here with an independent ``helm template`` of the same chart as the
