@@ -381,8 +381,12 @@ def refreshes_by_why(log_path: Path) -> dict[str, int]:
 def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
          metrics_url: str, run: str) -> dict[str, str]:
     """Project namespace ``ns`` with Warehouse ``w``, AnalysisTemplate ``verdict`` (the run
-    length ``run``), Freight ``f-<i>`` and Stages ``s<i>``; returns Stage -> uid."""
-    kargo.project_namespace(plane, ns)
+    length ``run``), Freight ``f-<i>`` and Stages ``s<i>``; returns Stage -> uid.
+
+    The namespace is labelled as Kargo labels a Project's, not made from a Project object:
+    the bench runs Kargo's controller alone (no webhooks, no management controller), so
+    nothing would make one (``harness.upstream.kargo.label_as_project``)."""
+    kargo.label_as_project(plane, ns)
     co.create_namespaced_custom_object(KARGO, V1, ns, "warehouses", {
         "apiVersion": f"{KARGO}/{V1}", "kind": "Warehouse", "metadata": {"name": "w"},
         "spec": {"subscriptions": [{"image": {"repoURL": "registry.invalid/shop/web"}}]}})

@@ -8,6 +8,7 @@ apply as the API server does.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,11 @@ from schemas.kinds import KINDS
 # The apiVersion of each kind the tests build: the product's table of kinds.
 API_VERSIONS = {kind: f"{k.group}/{k.version}" if k.group else k.version
                 for kind, k in KINDS.items()}
+
+
+def fresh_name() -> str:
+    """A namespace (or Project) name no test has used: ``t-`` and 10 hex digits."""
+    return f"t-{uuid.uuid4().hex[:10]}"
 
 
 def k8s_object(

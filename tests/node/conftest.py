@@ -12,7 +12,6 @@ node test never skips itself.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from harness.node.cluster import NodeCluster
 from harness.node.lock import NodeBusy
 from harness.paths import BinaryMissing
 from harness.plane import PlaneError, find_binaries
+from testkit import objects
 
 HERE = Path(__file__).parent
 FIRST = HERE / "test_host.py"
@@ -58,7 +58,7 @@ def node() -> Iterator[NodeCluster]:
 @pytest.fixture
 def namespace(node: NodeCluster) -> Iterator[str]:
     """A fresh namespace per test for the objects a user applies."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
+    name = objects.fresh_name()
     node.plane.kubectl("create", "namespace", name)
     yield name
     node.plane.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -123,7 +123,7 @@ def test_observe_mode_reports_what_kargo_missed_across_a_takeover(
     with metric_server() as metrics, running_kargo(plane, name="kargo-takeover"):
         rollouts_proc = rollouts.run_on(plane, name="rollouts-takeover")
         try:
-            project = KargoProject(plane, namespace)
+            project = KargoProject.labelled(plane, namespace)
             project.apply(verdict_template(metrics.url))
             # Two 4 s measurements: Kargo's own entry write reaches its cache before the
             # run ends, so Kargo records these verifications at once (it lags on the

@@ -95,7 +95,9 @@ def claim(work_dir: Path) -> bool:
 
 def apply_examples(plane: ControlPlane, *, kargo_project: bool) -> None:
     if kargo_project:
-        kargo.project_namespace(plane, DEMO_NAMESPACE)  # only Projects are admitted
+        # Kargo's webhooks admit Kargo's kinds only in a Project's namespace: a Kargo
+        # Project, as users make one (Kargo's webhook creates its namespace).
+        kargo.create_project(plane, DEMO_NAMESPACE)
         # Kargo's webhook admits the example Freight only once its Warehouse exists.
         plane.kubectl("apply", "-n", DEMO_NAMESPACE, "-f",
                       str(REPO / "examples" / "kargo" / "warehouse.yaml"))
@@ -112,11 +114,13 @@ def apply_examples(plane: ControlPlane, *, kargo_project: bool) -> None:
 
 
 def start_kargo(plane: ControlPlane) -> ManagedProcess | None:
-    """The real Kargo controller and Kargo's own webhooks (they complete the example
-    Promotion: its owner, the Stage, is what wakes Kargo), when the tree and binary are
-    there."""
+    """The real Kargo controller, Kargo's own webhooks (they complete the example
+    Promotion: its owner, the Stage, is what wakes Kargo) and its management controller
+    (it reconciles the demo's Project), as Kargo's chart runs them, when the tree and
+    binary are there."""
     try:
         kargo.start_webhooks(plane)
+        kargo.start_management_controller(plane)
         return kargo.start_controller(plane)
     except UpstreamMissing as err:
         print(f"[dev] no Kargo controller: {err}\n[dev] rollgate verifies the Stages itself "

@@ -2,6 +2,11 @@
 and Promotions as a user creates them with ``kubectl``; the real Kargo controller
 promotes and verifies, the real Argo Rollouts controller runs the AnalysisRuns.
 
+With Kargo's webhooks (``running_kargo(..., webhooks=True)``), as Kargo's chart registers
+them, they gate every namespace: a Stage, Freight, Promotion or Warehouse is admitted only
+in a Project's namespace, so tests make those with Kargo ``Project`` objects
+(``kargo_project``, ``fresh_project``), and delete them before Kargo stops.
+
 Promotions are written whole (name ``<stage>.<ulid>.<freight[:7]>``, the Stage's steps,
 a controller ownerReference to the Stage), which is what Kargo's own mutating webhook
 fills in, so they work with and without Kargo's webhooks registered.
@@ -22,13 +27,11 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
-
 from harness.kits.verification import Cluster, send_json
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
-from harness.upstream.trees import SHARD_LABEL, UpstreamMissing
+from harness.upstream.trees import SHARD_LABEL
 from testkit import objects
 from testkit.waits import wait_for
 
@@ -41,20 +44,49 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 @contextmanager
 def running_kargo(plane: ControlPlane, *, name: str = "kargo-controller",
                   webhooks: bool = False) -> Iterator[ManagedProcess]:
-    """The real Kargo controller (and, with ``webhooks``, Kargo's own admission webhooks,
-    as ``make dev`` runs them), stopped afterwards; a missing Kargo tree fails the test
-    with the line that says how to get it (these tests never skip)."""
+    """The real Kargo controller; with ``webhooks``, also Kargo's own admission webhooks
+    and its management controller, as Kargo's chart runs them by default and ``make dev``
+    does. All stopped afterwards, once every Project is gone (its namespace waits for
+    Kargo's finalizers). A missing Kargo tree raises ``UpstreamMissing``, whose message
+    says how to get it: the test fails (these tests never skip)."""
+    server = management = controller = None
     try:
-        started = kargo.start_webhooks(plane) if webhooks else None
-        proc = kargo.start_controller(plane, name=name)
-    except UpstreamMissing as err:
-        pytest.fail(str(err), pytrace=False)
-    try:
-        yield proc
+        if webhooks:
+            server = kargo.start_webhooks(plane)
+            management = kargo.start_management_controller(plane)
+        controller = kargo.start_controller(plane, name=name)
+        yield controller
     finally:
-        plane.stop_process(proc)
-        if started is not None:
-            kargo.stop_webhooks(plane, started)
+        try:
+            if management is not None:
+                kargo.delete_projects(plane)
+        finally:
+            for proc in (controller, management):
+                if proc is not None:
+                    plane.stop_process(proc)
+            if server is not None:
+                kargo.stop_webhooks(plane, server)
+
+
+@contextmanager
+def fresh_project(plane: ControlPlane) -> Iterator[str]:
+    """A new Kargo Project as a user creates one, where Kargo's webhooks and management
+    controller run (``running_kargo(..., webhooks=True)``): its namespace's name, once
+    Kargo made the namespace and says the Project is Ready. Deleted afterwards as a user
+    deletes one, and waited for until its namespace is gone."""
+    name = objects.fresh_name()
+    try:
+        yield kargo.create_project(plane, name)
+    finally:
+        kargo.delete_project(plane, name)
+
+
+@contextmanager
+def kargo_project(plane: ControlPlane) -> Iterator[KargoProject]:
+    """``fresh_project`` with a Warehouse ``w``: the Kargo Project a test of living next to
+    Kargo's webhooks works in."""
+    with fresh_project(plane) as name:
+        yield KargoProject(plane, name)
 
 
 def ulid() -> str:
@@ -87,16 +119,26 @@ ROLLGATE_MANAGERS = ("OpenAPI-Generator", "rollgate")
 
 
 class KargoProject(Cluster):
-    """One Kargo Project namespace on the plane, with a Warehouse ``w``."""
+    """One Kargo Project namespace on the plane, with a Warehouse ``w``: made by
+    ``kargo_project`` where Kargo's webhooks run, by ``labelled`` where they do not."""
 
     def __init__(self, plane: ControlPlane, namespace: str) -> None:
+        """``namespace``: a Project's namespace already."""
         super().__init__(plane, namespace)
-        kargo.project_namespace(plane, namespace)
         self.apply({"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Warehouse",
                     "metadata": {"name": "w"},
                     "spec": {"subscriptions": [{"image": {
                         "repoURL": "registry.invalid/shop/web"}}]}})
         self.freight_names: dict[str, str] = {}
+
+    @classmethod
+    def labelled(cls, plane: ControlPlane, namespace: str) -> KargoProject:
+        """Namespace ``namespace`` as a Project's where Kargo's webhooks are not
+        registered (``running_kargo`` without ``webhooks``): labelled as Kargo labels
+        one, since nothing there would turn a Project object into a namespace
+        (``harness.upstream.kargo.label_as_project``)."""
+        kargo.label_as_project(plane, namespace)
+        return cls(plane, namespace)
 
     def freight(self, *aliases: str, warehouse: str = "w") -> None:
         """Freight by alias; with Kargo's webhook the name becomes Kargo's id."""

@@ -8,7 +8,6 @@ imports pytest."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from harness import chart, crds
 from harness.host_rollgate import HostRollgate
 from harness.plane import ControlPlane
+from testkit import objects
 
 
 @contextmanager
@@ -59,7 +59,7 @@ def rollgate_on(plane: ControlPlane, *, webhook: bool = True,
 @contextmanager
 def fresh_namespace(plane: ControlPlane) -> Iterator[str]:
     """A fresh namespace, deleted afterwards (without waiting for it to go)."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
+    name = objects.fresh_name()
     plane.kubectl("create", "namespace", name)
     yield name
     plane.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -5,15 +5,16 @@ Their Go modules are not served by the module proxy (every dependency is), so
 
 - ``ROLLGATE_KARGO_SRC`` (default ``../shared/upstream/kargo-<KARGO_VERSION>`` beside
   the repository): ``kargo`` from ``cmd/controlplane``, whose subcommands
-  ``controller`` and ``kubernetes-webhooks-server`` the harness runs;
+  ``controller``, ``kubernetes-webhooks-server`` and ``management-controller`` the
+  harness runs;
 - ``ROLLGATE_ROLLOUTS_MANAGER_SRC`` (default
   ``../shared/upstream/argo-rollouts-manager-<version>``): ``argo-rollouts-manager``
   from ``./cmd``.
 
 A user gets the trees with ``git clone --depth 1 --branch <tag>`` (docs/development.md, "Quick
 start"). This module finds the trees and the binaries built from them, and reads the
-CRDs and webhook registrations the trees ship; ``harness.upstream.kargo`` and
-``harness.upstream.operator`` run them.
+CRDs the trees ship; ``harness.upstream.kargo_chart`` renders Kargo's chart from its
+tree, ``harness.upstream.kargo`` and ``harness.upstream.operator`` run them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ ROLLOUTS_MANAGER = "argo-rollouts-manager"
 KARGO_NAMESPACE = "kargo"
 # Logged by controller-runtime once the Stage controller's workers run.
 KARGO_READY_LINE = re.compile(rb"Starting workers.*\"Stage\"")
-# The project label Kargo's validators require on a namespace before they admit
-# anything in it.
+# The label Kargo's Project webhook and management controller put on a Project's
+# namespace; Kargo's validators admit nothing in a namespace without it.
 PROJECT_LABEL = "kargo.akuity.io/project"
 SHARD_LABEL = "kargo.akuity.io/shard"
 REFRESH_ANNOTATION = "kargo.akuity.io/refresh"
@@ -132,52 +133,6 @@ def tree_crds() -> list[dict[str, Any]]:
     if (rollouts_manager_src() / "go.mod").is_file():
         crds += rollouts_manager_crds()
     return crds
-
-
-# --------------------------------------------------------------------------- webhooks
-
-
-def _strip_helm(text: str, namespace: str) -> str:
-    """The chart's ``webhooks.yaml`` as plain YAML: every line that is only a template
-    action (conditions, includes, ranges) goes, and the release namespace is filled in.
-    The file is regular enough for that; a change that breaks it fails to parse."""
-    kept = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("{{") or stripped.startswith("caBundle: {{"):
-            continue
-        kept.append(line.replace("{{ .Release.Namespace }}", namespace))
-    if any("{{" in line for line in kept):
-        raise UpstreamMissing("Kargo's webhooks.yaml has a template action this reader "
-                              "does not know; update harness/upstream/trees.py")
-    return "\n".join(kept)
-
-
-def kargo_webhook_configurations(
-    *, url: str, ca_bundle: str, only_namespaces_labelled: str = PROJECT_LABEL,
-) -> list[dict[str, Any]]:
-    """Kargo's Mutating- and ValidatingWebhookConfiguration as its chart registers them,
-    pointed at ``url`` with ``ca_bundle``.
-
-    One change: every webhook without a namespaceSelector of its own gets one for
-    namespaces carrying ``only_namespaces_labelled`` (Kargo's Project label), so that
-    Kargo's webhooks, which refuse anything in a namespace that is not a Project, gate
-    only the tests' Project namespaces on a plane shared with tests that have none.
-    Cluster-scoped objects are not affected by a namespaceSelector.
-    """
-    path = (require_kargo_src() / "charts" / "kargo" / "templates"
-            / "kubernetes-webhooks-server" / "webhooks.yaml")
-    configs = [d for d in yaml.safe_load_all(_strip_helm(path.read_text(), KARGO_NAMESPACE))
-               if isinstance(d, dict)]
-    for config in configs:
-        config["metadata"] = {"name": config["metadata"]["name"]}
-        for hook in config.get("webhooks", []):
-            service = (hook.get("clientConfig") or {}).get("service") or {}
-            hook["clientConfig"] = {"url": url + service.get("path", ""),
-                                    "caBundle": ca_bundle}
-            hook.setdefault("namespaceSelector", {"matchExpressions": [
-                {"key": only_namespaces_labelled, "operator": "Exists"}]})
-    return configs
 
 
 def exprcheck_binary() -> Path:

@@ -38,7 +38,7 @@ def kargo(control_plane: ControlPlane) -> Iterator[ManagedProcess]:
 @pytest.fixture
 def project(control_plane: ControlPlane, namespace: str, metrics: MetricServer,
             argo_rollouts: Any, kargo: Any) -> KargoProject:
-    p = KargoProject(control_plane, namespace)
+    p = KargoProject.labelled(control_plane, namespace)
     template = verdict_template(metrics.url, name=TEMPLATE, count=2, interval="4s")
     template["spec"]["metrics"][0]["failureLimit"] = 1  # a failing verdict: both measured
     p.apply(template)

@@ -67,7 +67,7 @@ def test_engine_mode_builds_the_same_arg_values_as_kargo(
     except trees.UpstreamMissing as err:
         pytest.fail(str(err), pytrace=False)
     try:
-        project = KargoProject(control_plane, namespace)
+        project = KargoProject.labelled(control_plane, namespace)
         template = verdict_template(metrics.url)
         template["spec"]["args"] += [{"name": f"a{i:02d}"} for i in range(len(ARGS))]
         project.apply(template)

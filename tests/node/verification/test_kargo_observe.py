@@ -50,7 +50,7 @@ def kargo(control_plane: ControlPlane) -> Iterator[ManagedProcess]:
 @pytest.fixture
 def project(control_plane: ControlPlane, namespace: str, metrics: MetricServer,
             argo_rollouts: Any, kargo: Any) -> KargoProject:
-    p = KargoProject(control_plane, namespace)
+    p = KargoProject.labelled(control_plane, namespace)
     p.apply(verdict_template(metrics.url))
     two_step = verdict_template(metrics.url, name=TWO_STEP["name"], count=TWO_STEP["count"],
                                 interval=TWO_STEP["interval"])
@@ -305,7 +305,7 @@ def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
     try:
         for proc in (only_a, default):
             proc.wait_ready(60)
-        p = KargoProject(control_plane, namespace)
+        p = KargoProject.labelled(control_plane, namespace)
         p.apply(verdict_template(metrics.url, name=TWO_STEP["name"], count=TWO_STEP["count"],
                                  interval=TWO_STEP["interval"]))
         p.freight("a1")

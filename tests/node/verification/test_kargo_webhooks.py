@@ -4,7 +4,8 @@
 Kargo's ``kubernetes-webhooks-server`` fills in what a user leaves out (Promotion names and
 steps, Freight ids, the shard label); rollgate's validation then sees the object as Kargo
 left it. Neither may block the other, and the real Kargo controller promotes and verifies
-through both.
+through both. Kargo's webhooks are registered as Kargo's chart registers them (they gate
+every namespace), next to its management controller; each test works in a Kargo Project.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.host_rollgate import HostRollgate
-from harness.kits.kargo import STEPS, KargoProject, metric, running_kargo
+from harness.kits.kargo import STEPS, KargoProject, kargo_project, metric, running_kargo
 from harness.kits.verification import MetricServer, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
@@ -32,13 +33,15 @@ def kargo(control_plane: ControlPlane) -> Iterator[ManagedProcess]:
 
 
 @pytest.fixture
-def project(control_plane: ControlPlane, namespace: str, metrics: MetricServer,
-            argo_rollouts: Any, kargo: Any) -> KargoProject:
-    p = KargoProject(control_plane, namespace)
-    two_step = verdict_template(metrics.url, name="two-step", count=2, interval="4s")
-    p.apply(two_step)
-    p.freight("w1")
-    return p
+def project(control_plane: ControlPlane, metrics: MetricServer, argo_rollouts: Any,
+            kargo: Any) -> Iterator[KargoProject]:
+    """A Kargo Project (Kargo's webhooks admit its kinds nowhere else), deleted with its
+    namespace, Promotions included, while Kargo still runs."""
+    with kargo_project(control_plane) as p:
+        two_step = verdict_template(metrics.url, name="two-step", count=2, interval="4s")
+        p.apply(two_step)
+        p.freight("w1")
+        yield p
 
 
 def stage_doc(namespace: str, name: str, templates: list[dict[str, str]]) -> dict[str, Any]:
