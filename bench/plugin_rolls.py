@@ -7,10 +7,10 @@ over HTTPS on the node's bridge address with the CA the Argo Rollouts image trus
 same server:
 
 - ``sync``: rollgate's sync mode (``make dev``'s release, plugins CA set) with Argo
-  Rollouts from upstream's namespace install with 2 replicas and a readiness probe on
+  Rollouts from argo-helm's chart (namespaced) with 2 replicas and a readiness probe on
   the metrics port, as the docs advise (docs/plugins.md "Plugins in Argo Rollouts pods");
-- ``sync-as-shipped``: the same with upstream's manifest as it ships (1 replica, no
-  readiness probe; only the image and its pull policy changed);
+- ``sync-as-shipped``: the same with the chart's defaults (1 replica, no readiness probe;
+  only the image values set);
 - ``operator``: the real argo-rollouts-manager creating the Deployment itself (1 replica,
   its readiness probe) and restarting it on a plugin change (it deletes the pods).
 
@@ -38,6 +38,7 @@ from harness.kits import rollouts_pods as argo
 from harness.kits.node import ReadyCount, ready
 from harness.node import images
 from harness.node.cluster import NodeCluster
+from harness.upstream import argo_helm
 from harness.upstream import operator as rollouts_manager
 from testkit.plugin_server import PluginServer
 from testkit.waits import wait_for
@@ -83,8 +84,11 @@ def contender(node: NodeCluster, name: str, plugins: PluginServer, digest: str,
         spec = {"namespaceScoped": True, "image": image.repository, "version": image.tag,
                 "imagePullPolicy": "Never"}
     else:
-        argo.install(plane, namespace, argo.namespace_install(node.images.rollouts,
-                                                              harden=name == "sync"))
+        # argo-helm's chart in the namespace: as it ships (one pod, no readiness probe),
+        # or as rollgate's docs advise for a roll without a gap (two, probed).
+        hardened = name == "sync"
+        argo_helm.install(plane, namespace, argo_helm.values(
+            node.images.rollouts, namespaced=True, replicas=count, readiness=hardened))
     # The first plugin (an install with a plugin, for the operator its first Deployment)
     # is not measured: the changes after it are.
     entry = {"name": argo.SAMPLE_PLUGIN, "location": location(plugins, 0), "sha256": digest}
@@ -111,7 +115,7 @@ def measure(node: NodeCluster, args: argparse.Namespace, work: Path) -> dict[str
     plugins = sample.server
     plane = node.plane
     argo.install_rollgate(node)
-    argo.install_crds(plane)
+    argo_helm.install_crds(plane, argo.upstream_crds())
     operator = rollouts_manager.start(
         plane, openshift_plugin=f"file://{images.IMAGE_SAMPLE_PLUGIN}")
     try:

@@ -43,7 +43,7 @@ from harness.kits.verification import MetricServer, metric_server, verdict_templ
 from harness.node import images
 from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
-from harness.upstream import argo_helm
+from harness.upstream import argo_helm, kargo
 from harness.upstream import operator as rollouts_manager
 from testkit.prometheus_stub import PrometheusStub
 from testkit.waits import wait_for
@@ -101,9 +101,8 @@ def clean_up(state: Shapes) -> None:
     left = state.plane.kubectl("get", "pods,serviceaccounts,roles,rolebindings,namespaces",
                                "-A", "-l", "app.kubernetes.io/name=rollgate-selftest",
                                "-o", "name").stdout.split()
-    for namespace in (KARGO_PROJECT, OPERATOR_NAMESPACE):
-        delete_namespace(state.plane, namespace)
-    state.kargo.close()
+    delete_namespace(state.plane, OPERATOR_NAMESPACE)
+    state.kargo.close()  # deletes the Kargo Project first, while Kargo runs
     if state.operator is not None:
         state.plane.stop_process(state.operator)
     argo_helm.uninstall(state.plane, ARGO_NAMESPACE)
@@ -178,7 +177,7 @@ def test_a_kargo_with_argo_rollouts_from_argo_helm(cluster: Shapes) -> None:
     assert waiting_for(cluster, "rollout-plugins", shapes.ROLLOUT_MANAGERS)
     helm_test(cluster, {**PASSED_STAGE, shapes.ROLLOUT_MANAGER_CHECK: "SKIP"})
 
-    project = KargoProject(plane, KARGO_PROJECT)
+    project = KargoProject(plane, kargo.create_project(plane, KARGO_PROJECT))
     project.apply(verdict_template(cluster.metrics.url))
     project.freight("a1")
     project.stage("uat")
@@ -208,7 +207,7 @@ def test_c_kargo_and_argo_rollouts_manager(cluster: Shapes) -> None:
 
 def test_b_argo_rollouts_manager_without_kargo(cluster: Shapes) -> None:
     plane = cluster.plane
-    delete_namespace(plane, KARGO_PROJECT)
+    kargo.delete_project(plane, KARGO_PROJECT)
     cluster.kargo.close()
     cluster.crds.remove(shapes.kargo_crds(cluster.crds.names()))
     cluster.timings["b: reconciler rollout restart"] = restart_reconciler(cluster)

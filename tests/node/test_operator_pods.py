@@ -23,8 +23,8 @@ from harness.kits.node import ReadyCount, Release, ready
 from harness.node import images
 from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
+from harness.upstream import argo_helm, trees
 from harness.upstream import operator as rollouts_manager
-from harness.upstream import trees
 from testkit.plugin_server import PluginServer
 from testkit.prometheus_stub import PrometheusStub
 from testkit.waits import wait_for
@@ -65,7 +65,7 @@ def served(node: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture(scope="module")
 def operator(node: NodeCluster) -> Iterator[ManagedProcess]:
-    argo.install_crds(node.plane)
+    argo_helm.install_crds(node.plane, argo.upstream_crds())
     try:
         proc = rollouts_manager.start(
             node.plane, openshift_plugin=f"file://{images.IMAGE_SAMPLE_PLUGIN}")

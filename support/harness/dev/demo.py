@@ -1,7 +1,8 @@
 """What ``make dev`` shows, in both of its forms (on the node, and ``--host``): the demo
 namespace with the examples, the stand-in health endpoint the example AnalysisTemplate's
-``web`` metric asks, the real Kargo and Argo Rollouts controllers as processes, and the
-lines of the banner that say what to try."""
+``web`` metric asks, the real Kargo as processes, and the steps of the banner that say
+what to try (:class:`Step`: each command with what it shows, so a test runs them as
+printed)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Collection
+from contextlib import ExitStack
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from harness.kits.kargo import running_kargo as kargo_processes
 from harness.paths import REPO_ROOT as REPO
 from harness.plane import ControlPlane, PlaneError
 from harness.process import ManagedProcess
@@ -46,11 +51,13 @@ class DemoHealth(BaseHTTPRequestHandler):
         pass
 
 
-def start_demo_health() -> ThreadingHTTPServer | None:
+def start_demo_health(host: str) -> ThreadingHTTPServer | None:
+    """The health endpoint on ``host`` (the node's bridge address, which Argo Rollouts'
+    pods reach; 127.0.0.1 with ``--host``)."""
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", DEMO_HEALTH_PORT), DemoHealth)
+        server = ThreadingHTTPServer((host, DEMO_HEALTH_PORT), DemoHealth)
     except OSError as err:
-        print(f"[dev] cannot serve the demo health endpoint on 127.0.0.1:{DEMO_HEALTH_PORT}"
+        print(f"[dev] cannot serve the demo health endpoint on {host}:{DEMO_HEALTH_PORT}"
               f" ({err}); verifications of the example Stage will end in Error",
               file=sys.stderr)
         return None
@@ -93,7 +100,11 @@ def claim(work_dir: Path) -> bool:
     return True
 
 
-def apply_examples(plane: ControlPlane, *, kargo_project: bool) -> None:
+def apply_examples(plane: ControlPlane, *, kargo_project: bool, health: str,
+                   skip: Collection[str] = (), extra: Collection[Path] = ()) -> None:
+    """``examples/*.yaml`` (but ``skip``) and ``extra`` into the demo namespace (a Kargo
+    Project with Kargo's webhooks); the example Stage asks the health endpoint at
+    ``health`` (the file names the node's address; ``--host`` serves on 127.0.0.1)."""
     if kargo_project:
         # Kargo's webhooks admit Kargo's kinds only in a Project's namespace: a Kargo
         # Project, as users make one (Kargo's webhook creates its namespace).
@@ -103,25 +114,38 @@ def apply_examples(plane: ControlPlane, *, kargo_project: bool) -> None:
                       str(REPO / "examples" / "kargo" / "warehouse.yaml"))
     else:
         plane.create_namespace(DEMO_NAMESPACE)
-    result = plane.kubectl(
-        "apply", "-n", DEMO_NAMESPACE, "-f", str(REPO / "examples"), check=False
-    )
+    files = [f for f in sorted((REPO / "examples").glob("*.yaml")) if f.name not in skip]
+    args = [a for f in (*files, *extra) for a in ("-f", str(f))]
+    result = plane.kubectl("apply", "-n", DEMO_NAMESPACE, *args, check=False)
     print(result.stdout, end="")
     if result.returncode != 0:
         print(f"[dev] applying examples/ failed:\n{result.stderr}", file=sys.stderr)
     elif result.stderr.strip():
         print(result.stderr, end="", file=sys.stderr)
+    point_stage_at(plane, health)
 
 
-def start_kargo(plane: ControlPlane) -> ManagedProcess | None:
+def point_stage_at(plane: ControlPlane, health: str) -> None:
+    """The example Stage's ``service-name`` arg set to ``health`` when it says otherwise
+    (said on stderr: the Stage then differs from its file)."""
+    stage = plane.get_json("-n", DEMO_NAMESPACE, "stage", DEMO_STAGE)
+    args = stage["spec"]["verification"]["args"]
+    if args[0]["value"] == health:
+        return
+    plane.kubectl("patch", "-n", DEMO_NAMESPACE, "stage", DEMO_STAGE, "--type=json", "-p",
+                  json.dumps([{"op": "replace", "path": "/spec/verification/args/0/value",
+                               "value": health}]))
+    print(f"[dev] stage/{DEMO_STAGE}: service-name set to {health}, where the health "
+          "endpoint is served here", file=sys.stderr)
+
+
+def start_kargo(plane: ControlPlane, stack: ExitStack) -> ManagedProcess | None:
     """The real Kargo controller, Kargo's own webhooks (they complete the example
     Promotion: its owner, the Stage, is what wakes Kargo) and its management controller
     (it reconciles the demo's Project), as Kargo's chart runs them, when the tree and
-    binary are there."""
+    binary are there; stopped when ``stack`` closes."""
     try:
-        kargo.start_webhooks(plane)
-        kargo.start_management_controller(plane)
-        return kargo.start_controller(plane)
+        return stack.enter_context(kargo_processes(plane, webhooks=True))
     except UpstreamMissing as err:
         print(f"[dev] no Kargo controller: {err}\n[dev] rollgate verifies the Stages itself "
               "(engine mode)", file=sys.stderr)
@@ -145,47 +169,73 @@ def examples_dir() -> Path:
     return examples.relative_to(Path.cwd()) if examples.is_relative_to(Path.cwd()) else examples
 
 
-def promotion_lines(*, observe: bool, reconciler_metrics: str) -> list[str]:
+@dataclass(frozen=True)
+class Step:
+    """One thing the banner says to try: ``command`` as printed, what it shows
+    (``note``), and whether it is a denial (its exit status then 1, the webhook's
+    message on stderr)."""
+
+    command: str
+    note: str = ""
+    denied: bool = False
+
+    def line(self) -> str:
+        return f"  {self.command}" + (f"   # {self.note}" if self.note else "")
+
+
+def promotion_steps(*, observe: bool) -> list[Step]:
     """What to try for a promotion: a real Promotion next to the real Kargo (observe
     mode), or the played one in engine mode."""
     ns, rel = DEMO_NAMESPACE, examples_dir()
     if not observe:
-        return [
-            "  # Kargo finishes promoting the example Freight to Stage `test` (this plays it):",
-            f"  {promote_command(ns)}",
-            "  # rollgate starts an AnalysisRun; the real Argo Rollouts controller runs it:",
-        ]
+        return [Step(promote_command(ns), "plays Kargo finishing the promotion: rollgate "
+                                          "(engine mode) starts the AnalysisRun")]
     return [
-        "  # Promote the example Freight to Stage `test`: the real Kargo runs the Promotion,",
-        "  # then creates the AnalysisRun, which the real Argo Rollouts controller runs:",
-        f"  kubectl create -n {ns} -f {rel}/kargo/promotion.yaml",
-        f"  kubectl get -n {ns} promotions",
-        f"  # rollgate (observe mode) reports Kargo's verification: {reconciler_metrics} "
-        "| grep rollgate_verifications",
+        Step(f"kubectl create -n {ns} -f {rel}/kargo/promotion.yaml",
+             "the real Kargo promotes, then creates the AnalysisRun"),
+        Step(f"kubectl get -n {ns} promotions"),
     ]
 
 
-def try_lines(*, observe: bool, reconciler_metrics: str) -> list[str]:
-    """The banner's "Try:" part, the same for the node and for ``--host``."""
+def verification_steps(*, observe: bool, reconciler_metrics: str) -> list[Step]:
+    """The verification as a user follows it, Argo Rollouts running the run."""
+    ns = DEMO_NAMESPACE
+    steps = [
+        *promotion_steps(observe=observe),
+        Step(f"kubectl wait -n {ns} stage/{DEMO_STAGE} --for=condition=Verified "
+             "--timeout=120s", "Argo Rollouts ran the AnalysisRun"),
+        Step(f"kubectl get -n {ns} analysisruns"),
+        Step(f"kubectl get -n {ns} stage {DEMO_STAGE} -o yaml", "verificationHistory"),
+        Step(f"kubectl rollgate explain stage {DEMO_STAGE} -n {ns}",
+             "all of it as one timeline"),
+        Step(f"kubectl get -n {ns} freight -o jsonpath='{{.items[*].status.verifiedIn}}'"),
+    ]
+    if observe:
+        steps.append(Step(f"{reconciler_metrics} | grep rollgate_verifications_finished",
+                          "rollgate (observe mode) counted Kargo's verification"))
+    return steps
+
+
+def admission_steps() -> list[Step]:
     ns, rel = DEMO_NAMESPACE, examples_dir()
     return [
-        "Try:",
-        f"  kubectl apply -n {ns} -f {rel}/invalid/stage.yaml            # denied, every path",
-        f"  kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml   # denied, every path",
-        f"  kubectl apply -n {ns} -f {rel}/defaulting/                   # defaulted + warnings",
-        "  # plugins: the digest pre-flight downloads each https plugin before anything is"
-        " written;",
-        "  # with no route to github.com here that is PluginsSynced=False DownloadFailed and",
-        "  # argo-rollouts-config left as it was:",
-        f"  kubectl get -n {ns} rolloutmanager argo-rollouts "
-        "-o jsonpath='{.status.conditions[0].message}'",
-        *promotion_lines(observe=observe, reconciler_metrics=reconciler_metrics),
-        f"  kubectl get -n {ns} analysisruns",
-        f"  kubectl wait -n {ns} stage/{DEMO_STAGE} --for=condition=Verified --timeout=60s",
-        f"  kubectl get -n {ns} stage {DEMO_STAGE} -o yaml  # verificationHistory",
-        f"  kubectl rollgate explain stage {DEMO_STAGE} -n {ns}   # all of it as one timeline",
-        f"  kubectl get -n {ns} freight -o jsonpath='{{.items[*].status.verifiedIn}}'",
+        Step(f"kubectl apply -n {ns} -f {rel}/invalid/stage.yaml", "denied, every path",
+             denied=True),
+        Step(f"kubectl apply -n {ns} -f {rel}/invalid/rolloutmanager.yaml",
+             "denied, every path", denied=True),
+        Step(f"kubectl apply -n {ns} -f {rel}/defaulting/", "defaulted + warnings"),
     ]
+
+
+def try_lines(steps: list[Step], *, comments: dict[int, str] | None = None) -> list[str]:
+    """The banner's "Try:" part: each step's line, after the comment given for its
+    index."""
+    lines = ["Try:"]
+    for index, step in enumerate(steps):
+        if comments and index in comments:
+            lines += [f"  # {c}" for c in comments[index].splitlines()]
+        lines.append(step.line())
+    return lines
 
 
 def shell_lines(*, kubeconfig: Path, kubectl_dir: Path) -> list[str]:

@@ -19,11 +19,16 @@ import signal
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from harness import crds
 from harness.dev.demo import (
+    DEMO_HEALTH_PORT,
+    DEMO_NAMESPACE,
+    Step,
+    admission_steps,
     apply_examples,
     claim,
     follow,
@@ -34,8 +39,10 @@ from harness.dev.demo import (
     start_kargo,
     start_rollouts,
     try_lines,
+    verification_steps,
 )
 from harness.host_rollgate import HostRollgate
+from harness.paths import REPO_ROOT as REPO
 from harness.plane import ControlPlane, PlaneError
 from harness.process import ManagedProcess
 
@@ -72,12 +79,31 @@ def banner(rollgate: HostRollgate, reconciler: ManagedProcess | None,
         "",
         *shell_lines(kubeconfig=plane.kubeconfig, kubectl_dir=plane.binaries.kubectl.parent),
         "",
-        *try_lines(observe=kargo_proc is not None, reconciler_metrics=metrics),
+        *try_lines(steps(observe=kargo_proc is not None, reconciler_metrics=metrics),
+                   comments=PLUGINS_COMMENT),
         "",
         "Ctrl-C stops everything.",
         "",
     ]
     return "\n".join(lines)
+
+
+HEALTH = f"127.0.0.1:{DEMO_HEALTH_PORT}"
+# Stand-ins for what runs in pods on a cluster (no kubelet here).
+STAND_INS = (REPO / "examples" / "host" / "argo-rollouts.yaml",)
+PLUGINS_COMMENT = {3: "plugins: the digest pre-flight downloads each https plugin before "
+                      "anything is written;\nwith no route to github.com here that is "
+                      "PluginsSynced=False DownloadFailed and\nargo-rollouts-config left "
+                      "as it was (`make dev` on the node serves the plugin itself):"}
+
+
+def steps(*, observe: bool, reconciler_metrics: str) -> list[Step]:
+    return [
+        *admission_steps(),
+        Step(f"kubectl get -n {DEMO_NAMESPACE} rolloutmanager argo-rollouts "
+             "-o jsonpath='{.status.conditions[0].message}'"),
+        *verification_steps(observe=observe, reconciler_metrics=reconciler_metrics),
+    ]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -91,15 +117,18 @@ def main(args: argparse.Namespace) -> int:
     rollgate = HostRollgate(plane)
     stop = threading.Event()
     health: ThreadingHTTPServer | None = None
+    kargo_stack = ExitStack()
     try:
         plane.start()
         rollgate.start()
-        kargo_proc = None if args.no_reconciler or args.engine else start_kargo(plane)
+        kargo_proc = (None if args.no_reconciler or args.engine
+                      else start_kargo(plane, kargo_stack))
         mode = "engine" if kargo_proc is None else "observe"
         reconciler = None if args.no_reconciler else start_reconciler(rollgate, mode=mode)
         rollouts = None if args.no_reconciler else start_rollouts(plane)
-        health = start_demo_health()
-        apply_examples(plane, kargo_project=kargo_proc is not None)
+        health = start_demo_health("127.0.0.1")
+        apply_examples(plane, kargo_project=kargo_proc is not None, health=HEALTH,
+                       extra=STAND_INS)
         print(banner(rollgate, reconciler, rollouts, kargo_proc), flush=True)
         followed = [("[webhook]", plane.logs_dir / "webhook.log")]
         if reconciler is not None:
@@ -129,5 +158,6 @@ def main(args: argparse.Namespace) -> int:
         stop.set()
         if health is not None:
             health.shutdown()
+        kargo_stack.close()
         plane.stop()
 

@@ -1,11 +1,11 @@
-"""Argo Rollouts as users install it, in pods on the node.
+"""Argo Rollouts in pods on the node, as a user looks at them: its pinned CRDs, the
+sample metric plugin served to its pods, rollgate installed to sync or audit their
+plugins, and one namespace's pods, logs, ConfigMap, RolloutManager and AnalysisRuns.
 
-Upstream's ``manifests/namespace-install.yaml`` at the pinned tag (from the Go module the
-build downloads, so no file is copied into this repository), with only the image (made
-here, harness.node.images) and its pull policy changed; :func:`hardened` adds what
-rollgate's docs advise for a roll without a gap (2 replicas, a readiness probe on the
-metrics port). The CRDs it needs besides ours come from the same module's
-``manifests/crds/``.
+Argo Rollouts itself is installed by argo-helm's chart (harness.upstream.argo_helm) or
+by argo-rollouts-manager (harness.upstream.operator). Its CRDs are the pinned release's
+own ``manifests/crds/`` (from the Go module the build downloads, so no file is copied
+into this repository).
 
 Facts of v1.9.1 the tests rely on: the controller downloads every plugin of
 ``argo-rollouts-config`` at start into ``plugin-bin/`` under its working directory,
@@ -15,11 +15,10 @@ when a download or its sha256 check fails; metric plugins start on first use.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,85 +75,18 @@ def upstream_crds() -> list[dict[str, Any]]:
     return found
 
 
-def missing_crds(plane: ControlPlane) -> list[dict[str, Any]]:
-    """Upstream's CRDs the plane does not have yet (ours of the same name stay)."""
-    present = {i["metadata"]["name"] for i in plane.get_json("crd")["items"]}
-    return [c for c in upstream_crds() if c["metadata"]["name"] not in present]
-
-
-def with_image(deployment: Mapping[str, Any], image: images.Image) -> dict[str, Any]:
-    """``deployment`` running ``image``, never pulled: the one change to upstream's."""
-    out = copy.deepcopy(dict(deployment))
-    for container in out["spec"]["template"]["spec"]["containers"]:
-        container["image"] = image.name
-        container["imagePullPolicy"] = "Never"
-    return out
-
-
-def hardened(deployment: Mapping[str, Any], *, replicas: int = 2) -> dict[str, Any]:
-    """``replicas`` pods and a readiness probe on the metrics port, so a roll replaces
-    one pod at a time and counts a new one only once it serves (the controller opens
-    its metrics port after the plugins are downloaded and the caches synced)."""
-    out = copy.deepcopy(dict(deployment))
-    out["spec"]["replicas"] = replicas
-    out["spec"]["strategy"] = {"type": "RollingUpdate",
-                               "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
-    for container in out["spec"]["template"]["spec"]["containers"]:
-        container["readinessProbe"] = {"httpGet": {"path": "/metrics", "port": "metrics"},
-                                       "periodSeconds": 2, "failureThreshold": 3}
-    return out
-
-
-def namespace_install(image: images.Image, *, harden: bool) -> list[dict[str, Any]]:
-    """Upstream's namespace install with ``image``; ``harden``: see :func:`hardened`."""
-    path = module_dir() / "manifests" / "namespace-install.yaml"
-    out = []
-    for doc in _documents(path):
-        if doc.get("kind") == "Deployment" and doc["metadata"]["name"] == DEPLOYMENT:
-            doc = with_image(doc, image)
-            doc = hardened(doc) if harden else doc
-        out.append(doc)
-    return out
-
-
-def cluster_install(image: images.Image) -> list[dict[str, Any]]:
-    """Upstream's cluster-wide ``install.yaml`` (namespace ``argo-rollouts``, every
-    namespace watched) with ``image``, as it ships otherwise."""
-    path = module_dir() / "manifests" / "install.yaml"
-    return [with_image(d, image) if d.get("kind") == "Deployment" else d
-            for d in _documents(path) if d.get("kind") != "CustomResourceDefinition"]
-
-
-def install_crds(plane: ControlPlane) -> None:
-    """Upstream's CRDs the plane lacks (Rollouts, Experiments): without them the
-    controller's caches never sync and it runs no AnalysisRun."""
-    crds = missing_crds(plane)
-    if crds:
-        plane.kubectl("apply", "--server-side", "-f", "-",
-                      input="\n---\n".join(yaml.safe_dump(c) for c in crds))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      *(f"crd/{c['metadata']['name']}" for c in crds))
-
-
-def install(plane: ControlPlane, namespace: str, objects: Sequence[Mapping[str, Any]]
-            ) -> None:
-    """``kubectl apply`` into ``namespace``, as a user applies upstream's manifest (and
-    its CRDs first)."""
-    install_crds(plane)
-    plane.kubectl("apply", "-n", namespace, "-f", "-",
-                  input="\n---\n".join(yaml.safe_dump(dict(o)) for o in objects))
-
-
-def install_rollgate(node: NodeCluster) -> Release:
+def install_rollgate(node: NodeCluster, values: Mapping[str, Any] | None = None) -> Release:
     """rollgate by its chart, its digest pre-flight trusting the plugins CA the Argo
-    Rollouts image trusts (``reconciler.pluginsCA``), so both download the same bytes."""
+    Rollouts image trusts (``reconciler.pluginsCA``, as docs/plugins.md tells users of a
+    private CA), so both download the same bytes; ``values`` on top."""
     plane = node.plane
     plane.kubectl("create", "namespace", NAMESPACE)
     plane.kubectl("create", "configmap", CA_CONFIG_MAP, "-n", NAMESPACE,
                   f"--from-file=ca.crt={images.plugins_ca().cert}")
     release = Release(node)
     release.install(merged(image_values(node.images.rollgate),
-                           {"reconciler": {"pluginsCA": {"configMap": CA_CONFIG_MAP}}}))
+                           {"reconciler": {"pluginsCA": {"configMap": CA_CONFIG_MAP}}},
+                           values or {}))
     return release
 
 

@@ -24,7 +24,7 @@ from testkit.paths import REPO_ROOT
 EXAMPLES = REPO_ROOT / "examples"
 # Applied by `make dev` and the README; promotion.yaml is `kubectl create`d (each a
 # new Promotion), invalid/ and migrate/ are refused by design.
-APPLIED = ["analysistemplate.yaml", "argo-rollouts.yaml", "kargo/warehouse.yaml",
+APPLIED = ["analysistemplate.yaml", "host/argo-rollouts.yaml", "kargo/warehouse.yaml",
            "freight.yaml", "rolloutmanager.yaml", "stage-test.yaml", "stage-uat.yaml"]
 DEFAULTING = EXAMPLES / "defaulting" / "rolloutmanager.yaml"
 STORED = re.compile(r'Warning: (spec\.plugins\.\S+\.sha256): stored as "([0-9a-f]{64})"')

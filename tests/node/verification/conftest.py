@@ -1,6 +1,7 @@
 """Stage verification next to the real Kargo, with its AnalysisRuns executed by Argo
-Rollouts pods on the node (upstream's cluster-wide ``install.yaml`` at the tag, only the
-image and its pull policy changed) against a metric server on the node's bridge address.
+Rollouts pods on the node (argo-helm's chart, cluster-wide, as most users install it
+next to Kargo: harness.upstream.argo_helm) against a metric server on the node's bridge
+address.
 
 Kargo (its controller and webhooks) and rollgate's webhook and reconcilers run as host
 processes on the node's plane, as the tests start and stop them with the flags each one
@@ -21,6 +22,7 @@ from harness.kits.plane import fresh_namespace
 from harness.kits.verification import MetricServer, metric_server
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane, PlaneError
+from harness.upstream import argo_helm
 
 ROLLOUTS_NAMESPACE = "argo-rollouts"
 
@@ -47,20 +49,15 @@ def control_plane(rollgate: HostRollgate) -> ControlPlane:
 
 @pytest.fixture(scope="module")
 def argo_rollouts(node: NodeCluster) -> Iterator[None]:
-    """Argo Rollouts pods for every namespace, from upstream's install.yaml."""
+    """Argo Rollouts pods for every namespace, from argo-helm's chart."""
     plane = node.plane
-    # Kept if there: a host Argo Rollouts controller of an earlier module keeps its
-    # argo-rollouts-config in a namespace of this name.
-    plane.create_namespace(ROLLOUTS_NAMESPACE)
-    argo.install(plane, ROLLOUTS_NAMESPACE, argo.cluster_install(node.images.rollouts))
+    argo_helm.install_crds(plane, argo.upstream_crds())
+    argo_helm.install(plane, ROLLOUTS_NAMESPACE, argo_helm.values(node.images.rollouts))
     wait_ready(plane, ROLLOUTS_NAMESPACE, selector=argo.SELECTOR, count=1)
     try:
         yield
     finally:
-        objects = argo.cluster_install(node.images.rollouts)
-        cluster_wide = [f"{o['kind'].lower()}/{o['metadata']['name']}" for o in objects
-                        if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-        plane.kubectl("delete", "--ignore-not-found", *cluster_wide, check=False)
+        argo_helm.uninstall(plane, ROLLOUTS_NAMESPACE)
         delete_namespace(plane, ROLLOUTS_NAMESPACE)
 
 
