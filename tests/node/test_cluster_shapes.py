@@ -45,7 +45,15 @@ from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
 from harness.upstream import argo_helm, kargo
 from harness.upstream import operator as rollouts_manager
+from testkit import objects
 from testkit.prometheus_stub import PrometheusStub
+from testkit.skew import (
+    PLUGIN_FIELD,
+    PLUGIN_VALUE,
+    VERIFICATION_FIELD,
+    VERIFICATION_VALUE,
+    next_minor,
+)
 from testkit.waits import wait_for
 
 ARGO_NAMESPACE = "argo-rollouts"
@@ -67,6 +75,7 @@ class Shapes:
     plugins: argo.SamplePlugins
     prometheus: PrometheusStub
     kargo: ExitStack = field(default_factory=ExitStack)  # Kargo's processes, while they run
+    project: KargoProject | None = None
     operator: ManagedProcess | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -178,15 +187,23 @@ def test_a_kargo_with_argo_rollouts_from_argo_helm(cluster: Shapes) -> None:
     helm_test(cluster, {**PASSED_STAGE, shapes.ROLLOUT_MANAGER_CHECK: "SKIP"})
 
     project = KargoProject(plane, kargo.create_project(plane, KARGO_PROJECT))
+    cluster.project = project
     project.apply(verdict_template(cluster.metrics.url))
-    project.freight("a1")
+    project.freight("a1", "a2")
     project.stage("uat")
-    before = shapes.leader_metric(plane, "rollgate_verifications_finished_total",
-                                  phase="Successful")
-    project.promote_and_verify("uat", "a1")
-    wait_for("rollgate to observe Kargo's verification", lambda: shapes.leader_metric(
-        plane, "rollgate_verifications_finished_total", phase="Successful") > before)
+    verified_and_observed(cluster, "a1")
     pods_healthy(cluster)
+
+
+def verified_and_observed(cluster: Shapes, alias: str) -> None:
+    """Kargo promotes ``alias`` into Stage uat and verifies it (Argo Rollouts' pods run
+    the AnalysisRun); rollgate's leader counts the verification (observe mode)."""
+    assert cluster.project is not None
+    before = shapes.leader_metric(cluster.plane, "rollgate_verifications_finished_total",
+                                  phase="Successful")
+    cluster.project.promote_and_verify("uat", alias)
+    wait_for("rollgate to observe Kargo's verification", lambda: shapes.leader_metric(
+        cluster.plane, "rollgate_verifications_finished_total", phase="Successful") > before)
 
 
 def test_c_kargo_and_argo_rollouts_manager(cluster: Shapes) -> None:
@@ -202,6 +219,41 @@ def test_c_kargo_and_argo_rollouts_manager(cluster: Shapes) -> None:
     helm_test(cluster, {**PASSED_STAGE, shapes.ROLLOUT_MANAGER_CHECK: "PASS"})
     space = operator_namespace(cluster, OPERATOR_NAMESPACE, PLUGIN_PATH)
     assert_loaded(cluster, space, PLUGIN_PATH)
+    verified_and_observed(cluster, "a2")
+    pods_healthy(cluster)
+
+
+def test_an_upstream_upgraded_before_rollgate(cluster: Shapes) -> None:
+    """Kargo's and the operator's next minor served (one new optional field each,
+    testkit.skew): rollgate's pods allow what the API server accepts, with the warning
+    that names the field and rollgate's versions, and the stored objects keep it."""
+    plane = cluster.plane
+    names = ["stages.kargo.akuity.io", shapes.ROLLOUT_MANAGERS]
+    before = {n: cluster.crds.snapshot[n] for n in names}
+    cluster.crds.replace([next_minor(before[n]) for n in names])
+    try:
+        stage = objects.stage("skewed", namespace=KARGO_PROJECT, warehouse="w",
+                              verification=objects.verification("verdict"))
+        stage["spec"]["verification"][VERIFICATION_FIELD] = VERIFICATION_VALUE
+        out = plane.kubectl("apply", "-f", "-", input=json.dumps(stage))
+        assert (f"spec.verification.{VERIFICATION_FIELD}: field not known to rollgate "
+                "(rollgate checks Stages as Kargo v1.11.2 defines them)") in out.stderr, out
+        stored = plane.get_json("-n", KARGO_PROJECT, "stage", "skewed")
+        assert stored["spec"]["verification"][VERIFICATION_FIELD] == VERIFICATION_VALUE
+        rm = {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+              "metadata": {"name": "skewed", "namespace": OPERATOR_NAMESPACE},
+              "spec": {"plugins": {"metric": [{**plugin(cluster, PLUGIN_PATH),
+                                               PLUGIN_FIELD: PLUGIN_VALUE}]}}}
+        out = plane.kubectl("apply", "-f", "-", input=json.dumps(rm))
+        assert f"spec.plugins.metric[0].{PLUGIN_FIELD}: field not known" in out.stderr, out
+        [entry] = plane.get_json("-n", OPERATOR_NAMESPACE, "rolloutmanager", "skewed")[
+            "spec"]["plugins"]["metric"]
+        assert entry[PLUGIN_FIELD] == PLUGIN_VALUE
+    finally:
+        plane.kubectl("delete", "-n", KARGO_PROJECT, "stage", "skewed", "--ignore-not-found")
+        plane.kubectl("delete", "-n", OPERATOR_NAMESPACE, "rolloutmanager", "skewed",
+                      "--ignore-not-found")
+        cluster.crds.replace(list(before.values()))
     pods_healthy(cluster)
 
 

@@ -61,6 +61,16 @@ class ServedCrds:
         if present:
             self.plane.kubectl("delete", "crd", *present, "--wait=true", timeout=240)
 
+    def replace(self, found: list[dict[str, Any]]) -> None:
+        """Served CRDs replaced by ``found`` (an upgrade's), waited for."""
+        for crd in found:
+            served = self.plane.get_json("crd", crd["metadata"]["name"])
+            body = {**crd, "metadata": {**crd["metadata"], "resourceVersion":
+                                        served["metadata"]["resourceVersion"]}}
+            self.plane.kubectl("replace", "-f", "-", input=json.dumps(body))
+        self.plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                           *(f"crd/{c['metadata']['name']}" for c in found))
+
     def restore(self, names: Iterable[str]) -> None:
         missing = [self.snapshot[n] for n in sorted(set(names) - self.names())
                    if n in self.snapshot]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from harness.host_rollgate import HostRollgate
+from harness.kits.shapes import ServedCrds
 from harness.plane import ControlPlane
 from testkit import objects
 from testkit.skew import (
@@ -31,31 +32,16 @@ from testkit.skew import (
 CRDS = ("stages.kargo.akuity.io", "rolloutmanagers.argoproj.io")
 
 
-def current(plane: ControlPlane, name: str) -> dict[str, Any]:
-    crd = plane.get_json("crd", name)
-    return {"apiVersion": crd["apiVersion"], "kind": crd["kind"],
-            "metadata": {"name": name}, "spec": crd["spec"]}
-
-
-def replace(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
-    for crd in crds:
-        served = plane.get_json("crd", crd["metadata"]["name"])
-        body = {**crd, "metadata": {**crd["metadata"],
-                                    "resourceVersion": served["metadata"]["resourceVersion"]}}
-        plane.kubectl("replace", "-f", "-", input=json.dumps(body))
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                  *(f"crd/{c['metadata']['name']}" for c in crds))
-
-
 @pytest.fixture(scope="module")
 def next_minor_served(control_plane: ControlPlane, rollgate: HostRollgate
                       ) -> Iterator[None]:
-    before = [current(control_plane, name) for name in CRDS]
-    replace(control_plane, [next_minor(c) for c in before])
+    crds = ServedCrds(control_plane)
+    before = [crds.snapshot[name] for name in CRDS]
+    crds.replace([next_minor(c) for c in before])
     try:
         yield
     finally:
-        replace(control_plane, before)
+        crds.replace(before)
 
 
 def stage(namespace: str) -> dict[str, Any]:
