@@ -122,7 +122,7 @@ def measure(node: NodeCluster, args: argparse.Namespace, work: Path) -> dict[str
         return {name: contender(node, name, plugins, sample.digest, args.changes)
                 for name in CONTENDERS}
     finally:
-        plane.stop_process(operator)
+        rollouts_manager.stop(plane, operator)
         plugins.stop()
 
 

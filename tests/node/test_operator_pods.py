@@ -74,7 +74,7 @@ def operator(node: NodeCluster) -> Iterator[ManagedProcess]:
     try:
         yield proc
     finally:
-        node.plane.stop_process(proc)
+        rollouts_manager.stop(node.plane, proc)
 
 
 @pytest.fixture(scope="module")

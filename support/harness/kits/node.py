@@ -88,19 +88,24 @@ def _listed(plane: ControlPlane, namespace: str, selector: str) -> list[dict[str
 
 @dataclass
 class ReadyWatch(Poller):
-    """When each pod of a namespace was first seen Ready (polled every half second in a
-    thread), so that probe failures can be told apart: before a pod is first Ready they
-    are part of its start; after, they are failures."""
+    """When each pod of a namespace was first seen Ready, and first seen terminating
+    (polled every half second in a thread), so that probe failures can be told apart:
+    before a pod is first Ready they are part of its start; once it is being deleted
+    (out of its Service's endpoints already), part of its stop; in between, failures."""
 
     plane: ControlPlane
     namespace: str
     first_ready: dict[str, float] = field(default_factory=dict)
+    stopping: dict[str, float] = field(default_factory=dict)
 
     def poll_once(self) -> None:
         now = time.time()
         for pod in _listed(self.plane, self.namespace, "") or []:
-            if ready(pod):
-                self.first_ready.setdefault(pod["metadata"]["name"], now)
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):
+                self.stopping.setdefault(name, now)
+            elif ready(pod):
+                self.first_ready.setdefault(name, now)
 
 
 @dataclass
@@ -137,10 +142,12 @@ class ReadyCount(Poller):
 @dataclass(frozen=True)
 class ProbeFailures:
     """``Unhealthy`` events as ``pod: message`` lines: before the pod was first Ready
-    (start-up: reported) and after (failures)."""
+    (start-up: reported), once it was being deleted (its stop: reported), and in between
+    (failures)."""
 
     at_start: list[str]
     after_ready: list[str]
+    while_stopping: list[str] = field(default_factory=list)
 
 
 def _event_time(event: Mapping[str, Any]) -> float:
@@ -151,12 +158,12 @@ def _event_time(event: Mapping[str, Any]) -> float:
         return float("inf")
 
 
-def probe_failures(plane: ControlPlane, namespace: str,
-                   first_ready: Mapping[str, float]) -> ProbeFailures:
-    """Probe failures of the namespace's pods, split at each pod's first Ready (event
-    times have one-second resolution: a failure within that second counts as start-up)."""
-    at_start: list[str] = []
-    after: list[str] = []
+def probe_failures(plane: ControlPlane, namespace: str, first_ready: Mapping[str, float],
+                   stopping: Mapping[str, float] | None = None) -> ProbeFailures:
+    """Probe failures of the namespace's pods, split at each pod's first Ready and at
+    the moment it was seen terminating (``ReadyWatch``; event times have one-second
+    resolution: a failure within that second counts as start-up, or as the stop)."""
+    found = ProbeFailures(at_start=[], after_ready=[])
     for event in events(plane, namespace):
         message = str(event.get("message", ""))
         if event.get("reason") != "Unhealthy" or not any(
@@ -164,11 +171,17 @@ def probe_failures(plane: ControlPlane, namespace: str,
             continue
         pod = event.get("involvedObject", {}).get("name", "?")
         line = f"{pod} (x{event.get('count', 1)}): {message}"
+        when = _event_time(event)
         became_ready = first_ready.get(pod)
-        late = (became_ready is not None and not message.startswith("Startup")
-                and _event_time(event) > became_ready + 1)
-        (after if late else at_start).append(line)
-    return ProbeFailures(at_start=at_start, after_ready=after)
+        deleted = (stopping or {}).get(pod)
+        if deleted is not None and when >= deleted - 1:
+            found.while_stopping.append(line)
+        elif (became_ready is not None and not message.startswith("Startup")
+              and when > became_ready + 1):
+            found.after_ready.append(line)
+        else:
+            found.at_start.append(line)
+    return found
 
 
 def diagnostics(plane: ControlPlane, namespace: str, selector: str = "") -> str:

@@ -18,6 +18,10 @@ from harness.process import ManagedProcess, free_port, log_offset, logged
 from harness.upstream import rollouts, trees
 
 READY_LINE = re.compile(rb"Starting workers.*RolloutManager")
+# What the operator creates cluster-wide for Argo Rollouts, owned by nothing, so they
+# outlive it; argo-helm's chart renders ClusterRoles of these names too (and refuses to
+# install over ones it does not own).
+CLUSTER_ROLES = tuple(f"argo-rollouts-aggregate-to-{verb}" for verb in ("admin", "edit", "view"))
 
 
 def env(base: Mapping[str, str], kubeconfig: Path, *, openshift_plugin: str,
@@ -58,3 +62,10 @@ def start(
     proc.wait_ready(60)
     plane.timed(name, started)
     return proc
+
+
+def stop(plane: ControlPlane, proc: ManagedProcess) -> None:
+    """Stop the operator and remove what it made cluster-wide, as a user who removes
+    argo-rollouts-manager does before installing Argo Rollouts another way."""
+    plane.stop_process(proc)
+    plane.kubectl("delete", "clusterrole", "--ignore-not-found", *CLUSTER_ROLES)
