@@ -207,6 +207,7 @@ class Manager:
                 stop=self.stop,
             )
         self._started = threading.Event()
+        self._was_ready = False
         self.health: HealthServer | None = None
         self._elector_thread: threading.Thread | None = None
 
@@ -231,7 +232,19 @@ class Manager:
 
     def ready(self) -> tuple[bool, str]:
         """Ready once every controller that can run has synced caches; a controller
-        waiting for its CRD holds nothing (the message names what it waits for)."""
+        waiting for its CRD holds nothing (the message names what it waits for). Once
+        Ready, a replica stays Ready: a standby that takes the lease, or a controller
+        whose CRD came, fills its caches behind a 200 that says so, since nothing routes
+        to a reconciler by its readiness and a flip would only read as a failure
+        (docs/components.md, "Reconciler")."""
+        ok, why = self._readiness()
+        if ok:
+            self._was_ready = True
+        elif self._was_ready:
+            return True, f"ok (ready before; now {why})"
+        return ok, why
+
+    def _readiness(self) -> tuple[bool, str]:
         if self.elector is not None and not self.elector.is_leader.is_set():
             return True, "standby: not the leader"
         unknown = [r.name for r in self.runners if r.waiting_for is None]

@@ -128,3 +128,13 @@ def test_missing_crds_asks_once_per_group_version_and_skips_built_in_kinds() -> 
     assert missing == [crd_name(STAGE), crd_name(FREIGHT)]
     assert sorted(served.asked) == [("argoproj.io", "v1alpha1"),
                                     ("kargo.akuity.io", "v1alpha1")]
+
+
+def test_once_ready_a_replica_stays_ready_while_caches_fill_again(parts: Any) -> None:
+    """A standby that takes the lease fills its caches behind a 200 saying so."""
+    manager, _, _, _, _ = parts
+    running(manager)
+    [stages] = [i for i in manager.informers if i.resource == STAGE]
+    stages.synced.clear()
+    assert manager.ready() == (True, "ok (ready before; now caches not synced: "
+                                     "stages.kargo.akuity.io/*)")
