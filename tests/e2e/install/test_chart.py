@@ -126,9 +126,20 @@ def test_template_applies_as_server_side_dry_run(control_plane, chart_crds, valu
         if obj["kind"].endswith("WebhookConfiguration"):
             obj["metadata"]["name"] = "rollgate-chart-dry-run"
     doc = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    out = control_plane.kubectl("apply", "--server-side", "--force-conflicts",
-                                "--field-manager=helm-dry-run", "--dry-run=server",
-                                "-f", "-", input=doc, check=False)
+    # A server-side dry run creates nothing, so the objects in a namespace the chart
+    # renders itself (helm test's) need it to exist for real meanwhile.
+    made = [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"
+            and control_plane.kubectl("get", "namespace", o["metadata"]["name"],
+                                      check=False).returncode != 0]
+    for name in made:
+        control_plane.kubectl("create", "namespace", name)
+    try:
+        out = control_plane.kubectl("apply", "--server-side", "--force-conflicts",
+                                    "--field-manager=helm-dry-run", "--dry-run=server",
+                                    "-f", "-", input=doc, check=False)
+    finally:
+        for name in made:
+            control_plane.kubectl("delete", "namespace", name)
     assert out.returncode == 0, out.stderr + out.stdout
     assert out.stdout.count("(server dry run)") == len(objects)
 
