@@ -22,13 +22,12 @@ rules (docs/components.md "Hostile and broken clients"):
   ``Connection: close``; the rest of the body the client is still sending is read and
   dropped before the close (a declared length exactly, so a client that sends the
   whole body before reading gets its 413, and the close comes right after the body,
-  where a client reusing the connection sees it) for as long as the client keeps
-  sending: a pause of ``linger_seconds`` ends it, and so do ``max_drain_bytes`` and
-  ``linger_max_seconds`` in all. Closing earlier, with the client's bytes unread, makes
+  where a client reusing the connection sees it), for ``linger_max_seconds`` and
+  ``max_drain_bytes`` at most. Closing earlier, with the client's bytes unread, makes
   the kernel reset the connection, and a client still sending its body then never
-  reads the answer: a fixed 5 s from the 413 cut every client that needed longer to
-  send its body, such as one on a loaded machine (it saw a TLS EOF instead of the
-  413).
+  reads the answer: a fixed 5 s from the 413, then a pause of 5 s without a byte, cut
+  clients of a loaded machine, which saw a TLS EOF instead of the 413. Only the
+  connection cap closes such a connection sooner.
 - **Bytes held by the loop are budgeted** (``buffer_budget`` per worker): when the
   requests being received would together exceed it, the one holding the most is
   refused with a 503, so a few huge uploads cannot starve small reviews.
@@ -111,9 +110,8 @@ class Limits:
     request_timeout: float = 10.0
     max_body_bytes: int = MAX_BODY_BYTES
     buffer_budget: int = 32 * 1024 * 1024
-    # Draining what a refused client still sends: the longest pause between its bytes,
-    # the longest drain in all, and the most bytes read (see the module docstring).
-    linger_seconds: float = 5.0
+    # Draining what a refused client still sends: the longest drain, and the most bytes
+    # read (see the module docstring).
     linger_max_seconds: float = 60.0
     max_drain_bytes: int = 64 * 1024 * 1024
     # After SIGTERM: how long a kept-alive connection stays open for the client's next
@@ -467,7 +465,7 @@ class WebhookWorker(ThreadWorker):
         if refusal.body_left is not None and conn.framer is not None:
             plain_left = refusal.body_left - conn.framer.body_received(conn.buf)
         conn.framer = None
-        self._linger(conn, plain_left=plain_left, pause=self.limits.linger_seconds,
+        self._linger(conn, plain_left=plain_left, pause=self.limits.linger_max_seconds,
                      total=self.limits.linger_max_seconds, cap=self.limits.max_drain_bytes)
 
     def _send_quietly(self, conn: Conn, data: bytes) -> None:
