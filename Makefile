@@ -131,7 +131,8 @@ bench-kargo: venv k8s
 	$(PY) -m bench.kargo --stages 500
 	$(PY) -m bench.kargo --stages 50 --runs two-step --scenarios a,c,c-paced --repeat 5
 
-# Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
+# Stage create latency through the API: no admission, rollgate's webhook, the Go no-op
+# webhook (hack/noop-webhook, built by make k8s), a CEL policy.
 # Scale: N Stages with Kargo's full histories, the real Kargo controller (default, and
 # caching every Stage of another shard) and rollgate's observe mode each alone; then
 # engine mode with full histories against the write floor (docs/benchmarks.md, "Scale").
@@ -159,9 +160,14 @@ bench-scale: venv k8s
 	$(PY) -m bench.scale --stages 10000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
 	$(PY) -m bench.verification --stages 1000 --full-history
 
-.PHONY: bench-apply
+.PHONY: bench-apply bench-apply-node
 bench-apply: venv k8s
 	$(PY) -m bench.apply_overhead
+
+# The same on the node, through Services: rollgate by its chart, the Go no-op as pods
+# (docs/benchmarks.md "Stage create overhead"). Needs root, like make dev.
+bench-apply-node: venv k8s host-packages image
+	$(PY) -m bench.apply_overhead_node
 
 clean:
 	rm -rf $(VENV) .venv-minimums .pytest_cache .ruff_cache .hypothesis .dev
