@@ -6,21 +6,25 @@ as the server runs it (median of ``--iterations`` runs after a warm-up; microsec
 
 - ``tls``: the server's side of the TLS records over loopback: reading the request and
   writing a 300-byte answer on an established TLS 1.3 connection;
-- ``hand-off``: the event loop gives a complete request to a thread and gets the
-  connection back (``ThreadPoolExecutor.submit``, the done callback, the wake-up pipe);
-- ``http``: framing (``webhook.server.framing``) and gunicorn's parser reading the request
-  head and body from memory;
-- ``wsgi``: what the WSGI layer adds around the handler: gunicorn's environ and
-  response, Flask's routing, request and response objects (the Flask app's whole call
-  minus the handler's own work below);
-- ``json-decode``, ``decision`` (``webhook.admission.review``), ``json-encode``,
-  ``metrics`` (``webhook.metrics.observe``): the handler's work.
+- ``framing``: the event loop finding where the request ends (``webhook.server.framing``);
+- ``hand-off``: the loop gives a complete request to a thread and gets the connection
+  back, as ``webhook.server.worker`` does (a queue each way, a wake-up pipe);
+- ``http``: reading the request line and fields and writing the answer's head
+  (``webhook.server.http11``);
+- ``app``: the app's whole answer (``App.respond``: routing, JSON, decision, metrics),
+  and apart, what it is made of: ``json-decode``, ``decision``
+  (``webhook.admission.review``, no look-ups), ``json-encode``, ``metrics``
+  (``webhook.metrics.observe``).
 
-The sum is the server's CPU time per request on one thread; it leaves out what only a
-real server has (the kernel's loopback, waking a thread, the GIL), which
-``bench.apply_overhead`` measures end to end.
+``--gap-ms`` idles that long before each timed call, as the webhook idles between the API
+server's calls (its caches go cold: on this project's machine every phase takes several
+times as long after 2 ms of idling; each phase is then timed cold on its own, so their
+sum is more than a request that runs them back to back costs). The sum of ``tls``,
+``framing``, ``hand-off``, ``http`` and ``app`` is the server's CPU time per request;
+it leaves out what only a real server has (the kernel's loopback, the threads' wake-up
+latency), which ``bench.apply_overhead`` measures end to end.
 
-    .venv/bin/python -m bench.server_profile [--iterations 5000]
+    .venv/bin/python -m bench.server_profile [--iterations 5000] [--gap-ms 0]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import queue
 import select
 import socket
 import ssl
@@ -38,13 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from pathlib import Path
-from typing import Any, cast
-
-from gunicorn.config import Config
-from gunicorn.http import wsgi
-from gunicorn.http.parser import RequestParser
 
 import certs
 from bench.stats import report
@@ -53,8 +52,8 @@ from webhook import admission, metrics
 from webhook.config import Lookups, WebhookConfig
 from webhook.server.app import create_app
 from webhook.server.framing import Framer
+from webhook.server.http11 import Answer, answer_bytes, read_request
 from webhook.server.tls import harden
-from webhook.server.worker import BufferUnreader
 
 BODY = json.dumps(reviews.review(reviews.valid_stage())).encode()
 # The head kube-apiserver v1.35 sends a webhook (net/http's, with its User-Agent).
@@ -63,18 +62,34 @@ REQUEST = (b"POST /validate/stages?timeout=5s HTTP/1.1\r\nHost: rollgate-webhook
            b"Accept: application/json, */*\r\nContent-Type: application/json\r\n"
            b"Accept-Encoding: gzip\r\n\r\n" % len(BODY)) + BODY
 ANSWER = b"x" * 300
-CFG = Config()  # gunicorn's settings, as a worker holds them
 
 
-def median_us(fn: Callable[[], object], iterations: int) -> float:
-    for _ in range(min(500, iterations)):
-        fn()
-    taken = []
-    for _ in range(iterations):
-        started = time.perf_counter_ns()
-        fn()
-        taken.append(time.perf_counter_ns() - started)
-    return round(statistics.median(taken) / 1e3, 1)
+class Timer:
+    """Times calls, idling ``gap`` seconds before each (see the module docstring)."""
+
+    def __init__(self, *, iterations: int, gap: float) -> None:
+        self.iterations = iterations
+        self.gap = gap
+
+    def median_us(self, fn: Callable[[], object]) -> float:
+        return self.median_of(lambda: _timed(fn))
+
+    def median_of(self, timed: Callable[[], int]) -> float:
+        """The median of ``timed`` (which returns nanoseconds it measured itself)."""
+        for _ in range(min(200, self.iterations)):
+            timed()
+        taken = []
+        for _ in range(self.iterations):
+            if self.gap:
+                time.sleep(self.gap)
+            taken.append(timed())
+        return round(statistics.median(taken) / 1e3, 1)
+
+
+def _timed(fn: Callable[[], object]) -> int:
+    started = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - started
 
 
 @contextlib.contextmanager
@@ -98,10 +113,11 @@ def tls_pair() -> Iterator[tuple[ssl.SSLSocket, ssl.SSLSocket]]:
                 yield tls_server, tls_client
 
 
-def tls_us(iterations: int) -> float:
+def tls_us(timer: Timer) -> float:
     with tls_pair() as (server, client):
         def one() -> int:
             client.sendall(REQUEST)
+            select.select([server], [], [])
             started = time.perf_counter_ns()
             got = 0
             while got < len(REQUEST):
@@ -113,92 +129,84 @@ def tls_us(iterations: int) -> float:
                 got += len(client.recv(65536))
             return taken
 
-        for _ in range(min(500, iterations)):
-            one()
-        return round(statistics.median(one() for _ in range(iterations)) / 1e3, 1)
+        return timer.median_of(one)
 
 
-def hand_off_us(iterations: int) -> float:
-    pool = futures.ThreadPoolExecutor(max_workers=4)
+def hand_off_us(timer: Timer) -> float:
+    """A request to a thread through a queue, the connection back through another and a
+    wake-up pipe the loop's select sees (webhook.server.worker's way)."""
+    work: queue.SimpleQueue[object] = queue.SimpleQueue()
+    back: queue.SimpleQueue[object] = queue.SimpleQueue()
     read_fd, write_fd = os.pipe()
+
+    def answer() -> None:
+        while (item := work.get()) is not None:
+            back.put(item)
+            os.write(write_fd, b"\0")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
     try:
         def one() -> None:
-            done = pool.submit(lambda: None)
-            done.add_done_callback(lambda _: os.write(write_fd, b"\0"))
+            work.put(1)
             select.select([read_fd], [], [])
             os.read(read_fd, 1)
+            back.get_nowait()
 
-        return median_us(one, iterations)
+        return timer.median_us(one)
     finally:
-        pool.shutdown()
+        work.put(None)
+        thread.join()
         os.close(read_fd)
         os.close(write_fd)
 
 
-def _parsed() -> Any:
-    parser = RequestParser(CFG, [], ("127.0.0.1", 40000))
-    parser.unreader = BufferUnreader()
-    parser.unreader.unread(REQUEST)
-    return next(parser)
+def server_us(timer: Timer) -> dict[str, float]:
+    framer = Framer(max_body_bytes=8 << 20)
+    framer.feed(REQUEST)
+    start = framer.body_start
+    head_only = Answer(200, b"", "application/json")
+
+    def http() -> None:
+        read_request(REQUEST, body_start=start, chunked=False)
+        answer_bytes(head_only, close=False)
+
+    return {"framing": timer.median_us(lambda: Framer(max_body_bytes=8 << 20).feed(REQUEST)),
+            "http": timer.median_us(http)}
 
 
-def http_us(iterations: int) -> float:
-    def one() -> None:
-        Framer(max_body_bytes=8 << 20).feed(REQUEST)
-        _parsed().body.read()
-
-    return median_us(one, iterations)
-
-
-class _Discard:
-    def sendall(self, data: bytes) -> None:
-        del data
-
-
-def whole_app_us(iterations: int) -> float:
-    """gunicorn's environ and response around the Flask app's call, parsing excluded."""
-    app = create_app(WebhookConfig(lookups=Lookups()))
-    requests = [_parsed() for _ in range(iterations + min(500, iterations))]
-
-    def one() -> None:
-        resp, environ = wsgi.create(requests.pop(), cast(Any, _Discard()),
-                                    ("127.0.0.1", 40000), ("127.0.0.1", 8443), CFG)
-        answer: Any = app(dict(environ), cast(Any, resp.start_response))
-        for chunk in answer:
-            resp.write(chunk)
-        resp.close()
-        answer.close()
-
-    return median_us(one, iterations)
-
-
-def handler_us(iterations: int) -> dict[str, float]:
+def handler_us(timer: Timer) -> dict[str, float]:
     doc = json.loads(BODY)
     outcome = admission.review(doc, action="validate", resource="stages", lookups=Lookups(),
                                allow_http_plugins=False)
     assert outcome.body["response"]["allowed"] is True
+    app = create_app(WebhookConfig(lookups=Lookups()))
     return {
-        "json-decode": median_us(lambda: json.loads(BODY), iterations),
-        "decision": median_us(lambda: admission.review(
+        "app": timer.median_us(lambda: app.respond("POST", "/validate/stages", BODY)),
+        "json-decode": timer.median_us(lambda: json.loads(BODY)),
+        "decision": timer.median_us(lambda: admission.review(
             doc, action="validate", resource="stages", lookups=Lookups(),
-            allow_http_plugins=False), iterations),
-        "json-encode": median_us(lambda: json.dumps(
-            outcome.body, separators=(",", ":"), ensure_ascii=False).encode(), iterations),
-        "metrics": median_us(lambda: metrics.observe(
-            endpoint="/validate/stages", result="allowed", seconds=0.0), iterations),
+            allow_http_plugins=False)),
+        "json-encode": timer.median_us(lambda: json.dumps(
+            outcome.body, separators=(",", ":"), ensure_ascii=False).encode()),
+        "metrics": timer.median_us(lambda: metrics.observe(
+            endpoint="/validate/stages", result="allowed", seconds=0.0)),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=5000)
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="idle this long before each timed call (default 0)")
     args = p.parse_args(argv)
-    n = args.iterations
-    handler = handler_us(n)
-    phases = {"tls": tls_us(n), "hand-off": hand_off_us(n), "http": http_us(n),
-              "wsgi": round(whole_app_us(n) - sum(handler.values()), 1), **handler}
-    report({"request_bytes": len(REQUEST), "iterations": n, "median_us": phases,
-            "sum_us": round(sum(phases.values()), 1)})
+    timer = Timer(iterations=args.iterations, gap=args.gap_ms / 1e3)
+    handler = handler_us(timer)
+    phases = {"tls": tls_us(timer), **server_us(timer), "hand-off": hand_off_us(timer),
+              "app": handler.pop("app")}
+    report({"request_bytes": len(REQUEST), "iterations": args.iterations,
+            "gap_ms": args.gap_ms, "median_us": phases,
+            "sum_us": round(sum(phases.values()), 1), "app_parts_median_us": handler})
     return 0
 
 

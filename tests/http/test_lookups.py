@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 import schemas
 import webhook
 from testkit import reviews
+from testkit.webhook_client import Client
 from webhook.config import WebhookConfig
 from webhook.lookups import ClusterLookups, TTLCache
 
@@ -53,7 +54,7 @@ def test_unknown_template_kind_is_not_looked_up(unreachable_api):
 
 def test_webhook_with_unreachable_api_still_answers(unreachable_api):
     app = webhook.create_app(WebhookConfig(api_client=unreachable_api, lookup_timeout=1.0))
-    resp = app.test_client().post("/validate/stages", json=reviews.review(reviews.valid_stage()))
+    resp = Client(app).post("/validate/stages", json=reviews.review(reviews.valid_stage()))
     assert resp.status_code == 200
     answer = resp.get_json()["response"]
     assert answer["allowed"] is True
@@ -130,13 +131,13 @@ def test_one_lookup_budget_per_admission_request(slow_api):
     stage["spec"]["analysis"]["templates"] = [
         {"templateName": f"t{i}", "clusterScope": False} for i in range(6)
     ]
-    resp = app.test_client().post("/validate/stages", json=reviews.review(stage))
+    resp = Client(app).post("/validate/stages", json=reviews.review(stage))
     answer = resp.get_json()["response"]
     assert answer["allowed"] is True
     assert not answer.get("warnings")
     assert 1 <= len(slow_api.gets) <= 2, slow_api.gets
     # The next request gets a budget of its own (and nothing stale was cached).
-    app.test_client().post("/validate/stages", json=reviews.review(stage))
+    Client(app).post("/validate/stages", json=reviews.review(stage))
     assert 2 <= len(slow_api.gets) <= 4, slow_api.gets
 
 

@@ -1,0 +1,162 @@
+"""HTTP/1.1 for the webhook: one framed request read from memory, one answer's bytes.
+
+The worker (:mod:`webhook.server.worker`) frames each request in its event loop
+(:mod:`webhook.server.framing`) and hands a thread the bytes of a complete request;
+:func:`exchange` turns them into the answer's bytes: it reads the request line and the
+fields (RFC 9112, as strictly as the gunicorn parser the webhook was served through
+before), asks the app (:mod:`webhook.server.app`) and writes the answer. Pure: no
+socket, no clock but the ``Date`` field, so the tests' in-process client
+(``testkit.webhook_client``) runs the very same code.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Protocol
+
+from webhook.server.framing import Refuse, dechunk
+
+# gunicorn's defaults, which the webhook used before: the request line and each field
+# line (limit_request_line, limit_request_field_size), and the number of fields.
+MAX_LINE = 8190
+MAX_FIELDS = 100
+PLAIN = "text/plain; charset=utf-8"
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_METHOD = re.compile(rb"[A-Z]+")
+# origin-form (RFC 9112 section 3.2.1): an absolute path and a query, visible ASCII.
+_TARGET = re.compile(rb"/[!-~]*")
+_VERSION = re.compile(rb"HTTP/(\d)\.(\d)")
+# Field values may hold visible characters, blanks and obs-text; never CTLs (RFC 9110
+# section 5.5), of which CR and LF would let a field smuggle another.
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as the app sees it. ``fields``: lower-case names; a field sent more
+    than once is its values joined by ``", "`` (RFC 9110 section 5.3)."""
+
+    method: str
+    path: str
+    fields: Mapping[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the app answers: the status, the body and its type, and extra fields."""
+
+    status: int
+    body: bytes
+    content_type: str = PLAIN
+    fields: Sequence[tuple[str, str]] = ()
+
+
+class App(Protocol):
+    """What :func:`exchange` serves: ``webhook.server.app.App``."""
+
+    def respond(self, method: str, path: str, body: bytes) -> Answer: ...
+
+
+def plain(status: int, text: str, *, fields: Sequence[tuple[str, str]] = ()) -> Answer:
+    return Answer(status, (text + "\n").encode(), PLAIN, fields)
+
+
+def read_request(data: bytes, *, body_start: int, chunked: bool) -> Request | Refuse:
+    """The request in ``data`` (one framed request: its head ends at ``body_start``)."""
+    lines = data[:body_start - 4].split(b"\r\n")
+    if any(len(line) > MAX_LINE for line in lines):
+        return Refuse(431, "request line or header field too long")
+    if len(lines) - 1 > MAX_FIELDS:
+        return Refuse(431, "too many header fields")
+    if any(b"\r" in line or b"\n" in line for line in lines):
+        return Refuse(400, "bare CR or LF in the request head")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not _METHOD.fullmatch(parts[0]) or not _TARGET.fullmatch(parts[1]):
+        return Refuse(400, "invalid request line")
+    version = _VERSION.fullmatch(parts[2])
+    if version is None:
+        return Refuse(400, "invalid HTTP version")
+    if version.group(1) != b"1":
+        return Refuse(505, "HTTP version not supported: HTTP/1.1 only")
+    fields = _read_fields(lines[1:])
+    if isinstance(fields, Refuse):
+        return fields
+    body = data[body_start:]
+    connection = {t.strip() for t in fields.get("connection", "").lower().split(",")}
+    return Request(
+        method=parts[0].decode("ascii"),
+        path=parts[1].partition(b"?")[0].decode("ascii"),
+        fields=fields,
+        body=dechunk(body) if chunked else body,
+        # HTTP/1.0 closes unless told otherwise; rollgate's clients all speak 1.1.
+        keep_alive=version.group(2) != b"0" and "close" not in connection,
+    )
+
+
+def _read_fields(lines: list[bytes]) -> dict[str, str] | Refuse:
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.fullmatch(name):
+            # Also a field line starting with a blank (obsolete line folding, RFC 9112
+            # section 5.2) and a blank before the colon (section 5.1).
+            return Refuse(400, "invalid header field")
+        value = value.strip(b" \t")
+        if _BAD_VALUE.search(value):
+            return Refuse(400, "invalid header field value")
+        key = name.decode("ascii").lower()
+        text = value.decode("latin-1")
+        fields[key] = f"{fields[key]}, {text}" if key in fields else text
+    return fields
+
+
+_formatted_date = (0, "")
+
+
+def _date() -> str:
+    """The ``Date`` field (RFC 9110 section 6.6.1), formatted once a second (threads
+    that race here only format it twice)."""
+    global _formatted_date
+    second = int(time.time())
+    if _formatted_date[0] != second:
+        _formatted_date = (second, email.utils.formatdate(second, usegmt=True))
+    return _formatted_date[1]
+
+
+def answer_bytes(answer: Answer, *, close: bool, head_only: bool = False) -> bytes:
+    """The answer on the wire; ``close`` adds ``Connection: close`` (the server closes
+    after it), ``head_only`` leaves the body out (a HEAD request)."""
+    head = [f"HTTP/1.1 {answer.status} {HTTPStatus(answer.status).phrase}",
+            f"Date: {_date()}", f"Content-Type: {answer.content_type}",
+            f"Content-Length: {len(answer.body)}"]
+    head += [f"{name}: {value}" for name, value in answer.fields]
+    if close:
+        head.append("Connection: close")
+    wire = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+    return wire if head_only else wire + answer.body
+
+
+def refusal_bytes(refusal: Refuse) -> bytes:
+    """A refusal decided before the app is asked; the connection closes after it."""
+    return answer_bytes(plain(refusal.status, refusal.reason), close=True)
+
+
+def exchange(app: App, data: bytes, *, body_start: int, chunked: bool,
+             stopping: bool = False) -> tuple[bytes, bool]:
+    """The answer to one framed request, and whether the connection stays open for the
+    next (not when the client or the refusal says close, nor when ``stopping``)."""
+    request = read_request(data, body_start=body_start, chunked=chunked)
+    if isinstance(request, Refuse):
+        return refusal_bytes(request), False
+    head_only = request.method == "HEAD"
+    answer = app.respond("GET" if head_only else request.method, request.path, request.body)
+    keep = request.keep_alive and not stopping
+    return answer_bytes(answer, close=not keep, head_only=head_only), keep
