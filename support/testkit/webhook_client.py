@@ -83,8 +83,10 @@ class Client:
         if isinstance(progress, Refuse):
             answer = refusal_bytes(progress)
         elif isinstance(progress, Complete):
-            answer, _ = exchange(self.app, wire[:progress.end], body_start=framer.body_start,
+            exchanged = exchange(self.app, wire[:progress.end], body_start=framer.body_start,
                                  chunked=framer.chunked)
+            assert exchanged is not None  # it may wait: there is always an answer
+            answer = exchanged[0]
         else:
             raise AssertionError(f"the server would wait for more of this request: {wire[:200]!r}")
         response = http.client.HTTPResponse(_Wire(answer))  # type: ignore[arg-type]

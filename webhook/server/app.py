@@ -3,9 +3,9 @@ in :mod:`webhook.admission`. Every path ends in a deliberate answer: 400/404/405
 plain text, an AdmissionReview otherwise, never a stack trace.
 
 A plain object with one method, :meth:`App.respond` (method, path, body in; status,
-body, type out), called by the server's threads (:mod:`webhook.server.http11`): seven
-fixed routes need no framework, and the WSGI layer and Flask's request and response
-objects cost more per call than the decision itself (docs/components.md "Webhook").
+body, type out), called by the server (:mod:`webhook.server.http11`): seven fixed routes
+need no framework, and the WSGI layer and Flask's request and response objects cost
+more per call than the decision itself (docs/components.md "The server, measured").
 """
 
 from __future__ import annotations
@@ -17,26 +17,28 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook import admission, metrics
-from webhook.config import Lookups, WebhookConfig
+from webhook.config import Lookups, MustWait, WebhookConfig
 from webhook.server.http11 import Answer, plain
 
 log = logging.getLogger("rollgate.webhook")
 
 _JSON = "application/json"
 
-Route = Callable[[bytes], Answer]
+Route = Callable[[bytes, bool], Answer | None]  # (body, may_wait)
 
 
-def _lookups(config: WebhookConfig) -> Lookups:
+def _lookups(config: WebhookConfig) -> tuple[Lookups, Lookups]:
+    """The look-ups that may wait for the API server, and those that answer from the
+    cache only (webhook.lookups.MustWait otherwise); a caller's own are both."""
     if config.lookups is not None:
-        return config.lookups
+        return config.lookups, config.lookups
     if config.api_client is not None:
         from webhook.lookups import ClusterLookups
 
-        return ClusterLookups(
-            config.api_client, timeout=config.lookup_timeout, ttl=config.cache_ttl
-        ).as_lookups()
-    return Lookups()
+        cluster = ClusterLookups(config.api_client, timeout=config.lookup_timeout,
+                                 ttl=config.cache_ttl)
+        return cluster.as_lookups(), cluster.as_lookups(cached_only=True)
+    return Lookups(), Lookups()
 
 
 def _json(body: dict[str, Any]) -> Answer:
@@ -64,12 +66,12 @@ class App:
 
     def __init__(self, config: WebhookConfig) -> None:
         self.config = config
-        self._lookups = _lookups(config)
+        self._lookups, self._cached_lookups = _lookups(config)
         self._routes: dict[str, dict[str, Route]] = {
-            "/healthz": {"GET": lambda _: plain(200, "ok")},
+            "/healthz": {"GET": lambda _body, _wait: plain(200, "ok")},
             # Ready as soon as the app exists: look-ups are optional by design, so an
             # unreachable API server must not take the webhook out of the Service.
-            "/readyz": {"GET": lambda _: plain(200, "ok")},
+            "/readyz": {"GET": lambda _body, _wait: plain(200, "ok")},
             "/metrics": {"GET": self._metrics},
         }
         for action in ("validate", "mutate"):
@@ -79,11 +81,13 @@ class App:
         if config.bench_noop:
             # The benchmarks' baseline: same server, TLS and HTTP path, no decision; it
             # answers the request's uid, as any webhook must (hack/noop-webhook too).
-            self._routes["/noop"] = {"POST": lambda body: _json(admission.allow(
+            self._routes["/noop"] = {"POST": lambda body, _wait: _json(admission.allow(
                 json.loads(body)["request"]["uid"]))}
 
-    def respond(self, method: str, path: str, body: bytes) -> Answer:
-        """The answer to one request (HEAD is asked as GET by the server)."""
+    def respond(self, method: str, path: str, body: bytes, *,
+                may_wait: bool = True) -> Answer | None:
+        """The answer to one request (HEAD is asked as GET by the server); with
+        ``may_wait`` False, None when it needs a look-up the cache cannot answer."""
         methods = self._routes.get(path)
         if methods is None:
             return plain(404, "Not Found")
@@ -96,42 +100,42 @@ class App:
             # that hand the app a body directly.
             return plain(413, f"request body is larger than {self.config.max_body_bytes} bytes")
         try:
-            return route(body)
+            return route(body, may_wait)
         except Exception:
             # Last resort (a bug outside the admission path): logged, no traceback leaked.
             log.exception("unhandled error", extra={"endpoint": path})
             return plain(500, "internal error")
 
-    def _metrics(self, _body: bytes) -> Answer:
+    def _metrics(self, _body: bytes, _may_wait: bool) -> Answer:
         payload, content_type = metrics.exposition()
         return Answer(200, payload, content_type)
 
     def _admission(self, action: admission.Action, resource: str) -> Route:
         endpoint = f"/{action}/{resource}"
 
-        def answer(body: bytes) -> Answer:
+        def answer(body: bytes, may_wait: bool) -> Answer | None:
             started = time.perf_counter()
-            # Until the envelope parses, any exit (400) is the client's fault; after
-            # that, only a fault in checking is an error.
-            result = "bad_request"
+            lookups = self._lookups if may_wait else self._cached_lookups
             try:
-                result, reply = self._review(body, action=action, resource=resource)
-                return reply
-            finally:
-                metrics.observe(endpoint=endpoint, result=result,
-                                seconds=time.perf_counter() - started)
+                result, reply = self._review(body, action=action, resource=resource,
+                                             lookups=lookups)
+            except MustWait:
+                return None  # asked again where it may wait: observed then
+            metrics.observe(endpoint=endpoint, result=result,
+                            seconds=time.perf_counter() - started)
+            return reply
 
         return answer
 
-    def _review(self, raw: bytes, *, action: admission.Action, resource: str
-                ) -> tuple[str, Answer]:
+    def _review(self, raw: bytes, *, action: admission.Action, resource: str,
+                lookups: Lookups) -> tuple[str, Answer]:
         """(metrics result, answer) for one AdmissionReview body."""
         endpoint = f"/{action}/{resource}"
         try:
             body = _parse(raw)
             # The call the benchmark times, so it measures what production runs.
             outcome = admission.review(body, action=action, resource=resource,
-                                       lookups=self._lookups,
+                                       lookups=lookups,
                                        allow_http_plugins=self.config.allow_http_plugins)
         except admission.BadReview as exc:
             return "bad_request", plain(400, str(exc))

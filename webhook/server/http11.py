@@ -60,9 +60,12 @@ class Answer:
 
 
 class App(Protocol):
-    """What :func:`exchange` serves: ``webhook.server.app.App``."""
+    """What :func:`exchange` serves: ``webhook.server.app.App``. With ``may_wait`` False
+    it answers None where the answer would have to wait (a look-up the cache cannot
+    answer): the caller asks again where waiting is allowed."""
 
-    def respond(self, method: str, path: str, body: bytes) -> Answer: ...
+    def respond(self, method: str, path: str, body: bytes, *,
+                may_wait: bool = True) -> Answer | None: ...
 
 
 def plain(status: int, text: str, *, fields: Sequence[tuple[str, str]] = ()) -> Answer:
@@ -150,13 +153,17 @@ def refusal_bytes(refusal: Refuse) -> bytes:
 
 
 def exchange(app: App, data: bytes, *, body_start: int, chunked: bool,
-             stopping: bool = False) -> tuple[bytes, bool]:
+             stopping: bool = False, may_wait: bool = True) -> tuple[bytes, bool] | None:
     """The answer to one framed request, and whether the connection stays open for the
-    next (not when the client or the refusal says close, nor when ``stopping``)."""
+    next (not when the client or the refusal says close, nor when ``stopping``); None
+    when the app would have to wait and ``may_wait`` is False."""
     request = read_request(data, body_start=body_start, chunked=chunked)
     if isinstance(request, Refuse):
         return refusal_bytes(request), False
     head_only = request.method == "HEAD"
-    answer = app.respond("GET" if head_only else request.method, request.path, request.body)
+    answer = app.respond("GET" if head_only else request.method, request.path, request.body,
+                         may_wait=may_wait)
+    if answer is None:
+        return None
     keep = request.keep_alive and not stopping
     return answer_bytes(answer, close=not keep, head_only=head_only), keep

@@ -109,23 +109,41 @@ def test_a_closing_answer_says_so_and_a_head_answer_has_no_body():
 
 
 class _Echo:
-    def respond(self, method: str, path: str, body: bytes) -> Answer:
+    """An app that answers with what it was asked, and would have to wait for a body."""
+
+    def respond(self, method: str, path: str, body: bytes, *,
+                may_wait: bool = True) -> Answer | None:
+        if body and not may_wait:
+            return None
         return Answer(200, f"{method} {path} {len(body)}".encode())
 
 
 def test_exchange_asks_the_app_and_keeps_the_connection_unless_stopping():
     wire = b"HEAD /healthz HTTP/1.1\r\nHost: w\r\n\r\n"
-    reply, keep = exchange(_Echo(), wire, body_start=len(wire), chunked=False)
+    exchanged = exchange(_Echo(), wire, body_start=len(wire), chunked=False)
+    assert exchanged is not None
+    reply, keep = exchanged
     assert keep is True
     assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and reply.endswith(b"\r\n\r\n")
     assert b"Content-Length: 14\r\n" in reply  # "GET /healthz 0": HEAD is asked as GET
-    _, keep = exchange(_Echo(), wire, body_start=len(wire), chunked=False, stopping=True)
-    assert keep is False
+    stopping = exchange(_Echo(), wire, body_start=len(wire), chunked=False, stopping=True)
+    assert stopping is not None and stopping[1] is False
+    assert b"Connection: close\r\n" in stopping[0]
 
 
 def test_exchange_refuses_a_malformed_request_and_closes():
     wire = b"POST /x HTTP/3.0\r\nHost: w\r\n\r\n"
-    reply, keep = exchange(_Echo(), wire, body_start=len(wire), chunked=False)
+    exchanged = exchange(_Echo(), wire, body_start=len(wire), chunked=False)
+    assert exchanged is not None
+    reply, keep = exchanged
     assert keep is False
     response = _parse(reply)
     assert response.status == 505 and response.getheader("Connection") == "close"
+
+
+def test_exchange_answers_nothing_when_the_app_would_have_to_wait_and_may_not():
+    wire = b"POST /x HTTP/1.1\r\nHost: w\r\nContent-Length: 2\r\n\r\n{}"
+    start = wire.index(b"\r\n\r\n") + 4
+    assert exchange(_Echo(), wire, body_start=start, chunked=False, may_wait=False) is None
+    exchanged = exchange(_Echo(), wire, body_start=start, chunked=False)
+    assert exchanged is not None and exchanged[0].endswith(b"POST /x 2")
