@@ -75,7 +75,7 @@ from webhook.server.tls import ReloadingContext
 
 READ = selectors.EVENT_READ
 WRITE = selectors.EVENT_WRITE
-RECV_BYTES = 256 * 1024
+RECV_BYTES = 64 * 1024  # TLS gives at most a record (16 KiB) a call anyway
 SLICE_BYTES = 1024 * 1024  # read from one connection per turn of the loop
 # A request at most this large is answered by the loop itself when it needs no look-up
 # the cache cannot answer; its decision takes a few milliseconds at most (the fuzz's
