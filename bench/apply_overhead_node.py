@@ -148,17 +148,27 @@ def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
     release.install(image_values(node.images.rollgate))
     deployment = json.loads(plane.kubectl("get", "deployment", "rollgate-webhook", "-n",
                                           NAMESPACE, "-o", "json").stdout)
-    resources = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    resources = container["resources"]
     bundle = start_noop(node, workdir=plane.root, resources=resources)
     co = client.CustomObjectsApi(plane.api_client())
     prepare(plane)
     run = run_rounds(co, switcher(plane, bundle), SETUPS, rounds=args.rounds,
                      creates=args.creates, warmup=args.warmup)
-    # One pod's own figure (the Service picks the pod that answers /metrics).
-    webhook_metrics = plane.kubectl(
-        "get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/services/"
-        "https:rollgate-webhook:443/proxy/metrics", check=False).stdout
-    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(webhook_metrics)}
+    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(
+        webhook_metrics(plane, container["ports"][0]["containerPort"]))}
+
+
+# Run in a webhook pod: its /metrics (all its workers), read from inside the pod.
+_METRICS = ("import ssl, sys, urllib.request; print(urllib.request.urlopen("
+            "f'https://127.0.0.1:{sys.argv[1]}/metrics', timeout=10, "
+            "context=ssl._create_unverified_context()).read().decode())")
+
+
+def webhook_metrics(plane: ControlPlane, port: int) -> str:
+    """One webhook pod's /metrics (the Deployment's first pod), or "" if unreadable."""
+    return plane.kubectl("exec", "-n", NAMESPACE, "deployment/rollgate-webhook", "--",
+                         "python", "-c", _METRICS, str(port), check=False).stdout
 
 
 def main(argv: list[str] | None = None) -> int:
