@@ -108,12 +108,13 @@ dev: venv k8s host-packages image
 bench: venv
 	$(PY) -m bench.admission --duration 15 --rounds 10
 
-# 100,000 mutated AdmissionReviews over TLS to the four endpoints; fails on any 5xx,
-# dropped connection or answer that breaks the HTTP contract (docs/components.md "Hostile and
-# broken clients").
+# 100,000 mutated AdmissionReviews over TLS to the four endpoints from 2 processes x 3
+# kept-alive connections, bodies over 8 MiB mixed in (each must get its 413), a normal
+# review's latency measured meanwhile; fails on any 5xx, dropped connection or answer
+# that breaks the HTTP contract (docs/components.md "Hostile and broken clients").
 .PHONY: fuzz
 fuzz: venv
-	$(PY) -m bench.fuzz --requests 100000
+	$(PY) -m bench.fuzz --requests 100000 --clients 2 --threads 3
 
 .PHONY: bench-verification bench-plugins bench-kargo
 bench-verification: venv k8s
@@ -132,7 +133,8 @@ bench-kargo: venv k8s
 	$(PY) -m bench.kargo --stages 500
 	$(PY) -m bench.kargo --stages 50 --runs two-step --scenarios a,c,c-paced --repeat 5
 
-# Stage create latency through the API: no admission, rollgate's webhook, a CEL policy.
+# Stage create latency through the API: no admission, rollgate's webhook, the Go no-op
+# webhook (hack/noop-webhook, built by make k8s), a CEL policy.
 # Scale: N Stages with Kargo's full histories, the real Kargo controller (default, and
 # caching every Stage of another shard) and rollgate's observe mode each alone; then
 # engine mode with full histories against the write floor (docs/benchmarks.md, "Scale").
@@ -160,9 +162,14 @@ bench-scale: venv k8s
 	$(PY) -m bench.scale --stages 10000 --quiet-seconds 300 --base-tree $(BENCH_BASE)
 	$(PY) -m bench.verification --stages 1000 --full-history
 
-.PHONY: bench-apply
+.PHONY: bench-apply bench-apply-node
 bench-apply: venv k8s
 	$(PY) -m bench.apply_overhead
+
+# The same on the node, through Services: rollgate by its chart, the Go no-op as pods
+# (docs/benchmarks.md "Stage create overhead"). Needs root, like make dev.
+bench-apply-node: venv k8s host-packages image
+	$(PY) -m bench.apply_overhead_node
 
 clean:
 	rm -rf $(VENV) .venv-minimums .pytest_cache .ruff_cache .hypothesis .dev

@@ -3,15 +3,16 @@
 Measures, for valid and invalid Stage and RolloutManager reviews:
 
   (a) in-process: the pure decision (``webhook.admission.review`` on a parsed body,
-      the same function the app's endpoints call) and the Flask app through its test
-      client (that call plus JSON in/out, routing, metrics);
-  (b) over TLS: real gunicorn (``python -m webhook``, gthread, TLS 1.2+) on loopback,
+      the same function the app's endpoints call) and the app through the in-process
+      HTTP client (``testkit.webhook_client``: that call plus the server's framing,
+      request parsing, JSON in/out, routing, metrics and answer writing);
+  (b) over TLS: the real server (``python -m webhook``, TLS 1.2+) on loopback,
       driven by client processes whose threads each hold one kept-alive HTTPS
       connection, as the API server does.
 
 Each is compared with a no-op handler measured in the same run (``POST /noop`` on the
 same app, enabled by ROLLGATE_WEBHOOK_BENCH_NOOP=1 for this benchmark only): same
-process model, TLS, HTTP parsing and Flask routing, but no decision. Loops are bounded
+process model, TLS, HTTP parsing and routing, but no decision. Loops are bounded
 by a request count and a time limit; traffic stays on 127.0.0.1.
 
     .venv/bin/python -m bench.admission [--duration 5] [--clients 2] [--threads 4]
@@ -40,6 +41,7 @@ from typing import Any, TypedDict
 import certs
 import webhook
 from testkit import reviews
+from testkit.webhook_client import Client
 from webhook import admission
 from webhook.__main__ import BENCH_NOOP_ENV
 from webhook.config import WebhookConfig
@@ -110,7 +112,7 @@ def _timed_loop(fn: Callable[[], Any], *, iterations: int, max_seconds: float
 
 def bench_in_process(*, iterations: int, max_seconds: float) -> list[Result]:
     results: list[Result] = []
-    client = webhook.create_app(WebhookConfig(bench_noop=True)).test_client()
+    client = Client(webhook.create_app(WebhookConfig(bench_noop=True)))
     for case in [*cases(), NOOP]:
         raw = json.dumps(case["body"]).encode()
         if case["name"] != "noop":
@@ -127,14 +129,14 @@ def bench_in_process(*, iterations: int, max_seconds: float) -> list[Result]:
             lat, secs = _timed_loop(decide, iterations=iterations, max_seconds=max_seconds)
             results.append(_summary(case["name"], "pure", lat, secs))
 
-        def via_flask(path: str = case["path"], raw: bytes = raw) -> None:
-            resp = client.post(path, data=raw, content_type="application/json")
+        def via_http(path: str = case["path"], raw: bytes = raw) -> None:
+            resp = client.post(path, data=raw)
             assert resp.status_code == 200
 
         for _ in range(50):
-            via_flask()
-        lat, secs = _timed_loop(via_flask, iterations=iterations, max_seconds=max_seconds)
-        results.append(_summary(case["name"], "flask", lat, secs))
+            via_http()
+        lat, secs = _timed_loop(via_http, iterations=iterations, max_seconds=max_seconds)
+        results.append(_summary(case["name"], "http", lat, secs))
     return results
 
 
@@ -298,7 +300,7 @@ def report(results: list[Result]) -> str:
     for r in results:
         lines.append(f"{r['mode']:<8} {r['case']:<14} {r['requests']:>8} {r['rps']:>9.0f} "
                      f"{r['median_ms']:>10.3f} {r['p99_ms']:>8.3f}")
-    for mode in ("flask", "tls", "tls-base"):
+    for mode in ("http", "tls", "tls-base"):
         noops = [r["rps"] for r in results if r["mode"] == mode and r["case"] == "noop"]
         if not noops:
             continue

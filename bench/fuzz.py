@@ -1,15 +1,22 @@
 """Fuzz the running webhook over TLS: mutated AdmissionReviews to all four endpoints.
 
 Starts ``python -m webhook`` as the Deployment runs it (2 workers x 4 threads, TLS) on
-127.0.0.1 and sends ``--requests`` reviews (default 100,000), each a seed review (valid
+127.0.0.1 and sends ``--requests`` reviews (default 100,000) from ``--clients`` processes
+of ``--threads`` kept-alive connections each, each review a seed review (valid
 and invalid Stages and RolloutManagers, CREATE/UPDATE/DELETE) with one to four random
 mutations: values replaced by JSON of another type, odd numbers and strings (huge,
 control characters, right-to-left marks, non-ASCII), keys deleted or added, lists
 duplicated, the envelope broken, and one in five also mangled as bytes (truncated, a
 byte flipped, bytes inserted, non-UTF-8, UTF-16). One in ten bodies goes chunked.
-With ``--oversize-every N`` about one request in N is instead a body over the 8 MiB
-limit (8-12 MiB, sent whole with ``Content-Length`` before the answer is read), which
-must get the 413 with ``Connection: close`` (under load some once got a TLS EOF).
+About one request in ``--oversize-every`` (600) is instead a body over the 8 MiB limit
+(8-12 MiB, on a kept-alive connection that has carried reviews, sent whole with
+``Content-Length`` before the answer is read), which must get the 413 with
+``Connection: close`` (under load, 6 of 152 once got a TLS EOF).
+
+Meanwhile a process of its own sends a normal review (a valid Stage to
+``/validate/stages``) every ``--probe-every-ms`` (10) on one kept-alive connection, as the
+API server does: the normal reviews' latency is reported apart from the fuzz's own
+(p50/p99 of each), so a regression in the tail under hostile traffic shows.
 
 The oracle is the HTTP contract (docs/components.md "Hostile and broken clients"): a body that is
 an AdmissionReview (JSON object, ``admission.k8s.io/v1`` ``AdmissionReview``, a request
@@ -18,8 +25,8 @@ get HTTP 200 and an AdmissionReview answering that uid with a boolean ``allowed`
 anything else must get a 400. It fails (exit 1) on any 5xx, any dropped connection, and
 any answer that breaks that rule, printing the first few offending requests.
 
-    .venv/bin/python -m bench.fuzz [--requests 100000] [--seed 1] [--clients 2] [--threads 4]
-                                   [--oversize-every 0]
+    .venv/bin/python -m bench.fuzz [--requests 100000] [--seed 1] [--clients 2] [--threads 3]
+                                   [--oversize-every 600] [--probe-every-ms 10]
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ import argparse
 import copy
 import http.client
 import json
+import math
 import multiprocessing
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -258,6 +267,7 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int,
     outcomes: Counter[str] = Counter()
     per_endpoint: Counter[str] = Counter()
     failures: list[str] = []
+    seconds: dict[str, list[float]] = {"fuzzed": [], "oversized": []}
     lock = threading.Lock()
 
     def run(worker: int) -> None:
@@ -272,6 +282,7 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int,
             chunked = not oversize and rng.random() < 0.1
             headers = {"Content-Type": rng.choice(["application/json", "text/plain",
                                                    "application/json; charset=utf-8"])}
+            started = time.perf_counter()
             try:
                 if chunked:
                     conn.request("POST", path, body=iter([raw[:len(raw) // 2],
@@ -286,7 +297,9 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int,
                 outcome = f"wrong: dropped connection ({type(exc).__name__})"
                 answer = b""
                 conn.close()
+            took = time.perf_counter() - started
             with lock:
+                seconds["oversized" if oversize else "fuzzed"].append(took)
                 outcomes[outcome] += 1
                 per_endpoint[path] += 1
                 if oversize:
@@ -301,7 +314,74 @@ def _client(port: int, ca_file: str, seed: int, count: int, threads: int,
         w.start()
     for w in workers:
         w.join()
-    return {"outcomes": dict(outcomes), "endpoints": dict(per_endpoint), "failures": failures}
+    return {"outcomes": dict(outcomes), "endpoints": dict(per_endpoint), "failures": failures,
+            "seconds": seconds}
+
+
+def _probe(port: int, ca_file: str, every: float, stop: Any, out: Any) -> None:
+    """A process of its own: the normal review every ``every`` seconds on one kept-alive
+    connection until ``stop`` is set; its latencies and failures go to ``out``."""
+    import ssl
+
+    context = ssl.create_default_context(cafile=ca_file)
+    body = json.dumps(reviews.review(reviews.valid_stage(), uid="probe")).encode()
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+    seconds: list[float] = []
+    failures: list[str] = []
+    while not stop.wait(every):
+        started = time.perf_counter()
+        try:
+            conn.request("POST", "/validate/stages", body=body,
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answer = resp.read()
+            if resp.status != 200 or b'"allowed":true' not in answer:
+                failures.append(f"HTTP {resp.status}: {answer[:200]!r}")
+        except (OSError, http.client.HTTPException) as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+            conn.close()
+            continue
+        seconds.append(time.perf_counter() - started)
+    conn.close()
+    out.put({"seconds": seconds, "failures": failures})
+
+
+def latency(seconds: list[float]) -> str:
+    """``n, p50 and p99`` in milliseconds."""
+    if not seconds:
+        return "none"
+    ordered = sorted(seconds)
+    p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+    return (f"{len(ordered)}, p50 {statistics.median(ordered) * 1e3:.1f} ms, "
+            f"p99 {p99 * 1e3:.1f} ms")
+
+
+def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any], float, str]:
+    """The fuzz against a fresh server, with the probe alongside: the clients' parts, the
+    probe's, the seconds it took and the server's log."""
+    per_client = args.requests // args.clients
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="rollgate-fuzz-") as tmp:
+        server = Server(workdir=Path(tmp), workers=2, threads=4)
+        stop, out = ctx.Event(), ctx.Queue()
+        probe = ctx.Process(target=_probe, args=(server.port, str(server.paths.ca_cert),
+                                                 args.probe_every_ms / 1e3, stop, out))
+        started = time.perf_counter()
+        try:
+            probe.start()
+            with ctx.Pool(args.clients) as pool:
+                parts = pool.starmap(_client, [
+                    (server.port, str(server.paths.ca_cert), args.seed + i, per_client,
+                     args.threads, args.oversize_every) for i in range(args.clients)])
+            stop.set()
+            probed = out.get(timeout=60)
+            probe.join(30)
+        finally:
+            took = time.perf_counter() - started
+            stop.set()
+            server.stop()
+        log = (Path(tmp) / "webhook.log").read_text(errors="replace")
+    return parts, probed, took, log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,32 +389,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--clients", type=int, default=2, help="client processes")
-    p.add_argument("--threads", type=int, default=4, help="connections per client process")
-    p.add_argument("--oversize-every", type=int, default=0, metavar="N",
-                   help="about one request in N is a body over 8 MiB (0: none)")
+    p.add_argument("--threads", type=int, default=3, help="connections per client process")
+    p.add_argument("--oversize-every", type=int, default=600, metavar="N",
+                   help="about one request in N is a body over 8 MiB (0: none; default 600)")
+    p.add_argument("--probe-every-ms", type=float, default=10.0,
+                   help="how often the normal review is sent meanwhile (default 10)")
     args = p.parse_args(argv)
 
-    per_client = args.requests // args.clients
-    with tempfile.TemporaryDirectory(prefix="rollgate-fuzz-") as tmp:
-        server = Server(workdir=Path(tmp), workers=2, threads=4)
-        started = time.perf_counter()
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(args.clients) as pool:
-                parts = pool.starmap(_client, [
-                    (server.port, str(server.paths.ca_cert), args.seed + i, per_client,
-                     args.threads, args.oversize_every) for i in range(args.clients)])
-        finally:
-            took = time.perf_counter() - started
-            server.stop()
-        log = (Path(tmp) / "webhook.log").read_text(errors="replace")
+    parts, probed, took, log = run(args)
     outcomes: Counter[str] = Counter()
     endpoints: Counter[str] = Counter()
     failures: list[str] = []
+    seconds: dict[str, list[float]] = {"fuzzed": [], "oversized": []}
     for part in parts:
         outcomes.update(part["outcomes"])
         endpoints.update(part["endpoints"])
         failures += part["failures"]
+        for kind, taken in part["seconds"].items():
+            seconds[kind] += taken
     total = sum(outcomes.values())
     wrong = sum(n for k, n in outcomes.items() if k.startswith("wrong"))
     tracebacks = log.count("Traceback") + log.count("internal fault")
@@ -344,12 +416,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {outcome:<48} {n:>7}")
     fivexx = sum(n for k, n in outcomes.items() if k.startswith("wrong: HTTP 5"))
     dropped = sum(n for k, n in outcomes.items() if "dropped" in k)
+    oversized = endpoints.get("(over 8 MiB)", 0)
     print(f"5xx: {fivexx}, dropped connections: {dropped}, wrong answers: {wrong}, "
           f"tracebacks or internal faults in the server log: {tracebacks}")
-    for failure in failures[:KEEP_FAILURES]:
+    print(f"bodies over 8 MiB: {oversized}, answered 413: "
+          f"{outcomes.get('refused 413 (body over 8 MiB)', 0)}")
+    print(f"latency of the fuzzed requests: {latency(seconds['fuzzed'])}; "
+          f"of the bodies over 8 MiB: {latency(seconds['oversized'])}")
+    print(f"normal reviews meanwhile (every {args.probe_every_ms:g} ms, one kept-alive "
+          f"connection): {latency(probed['seconds'])}, failed: {len(probed['failures'])}")
+    for failure in failures[:KEEP_FAILURES] + probed["failures"][:KEEP_FAILURES]:
         print("  " + failure)
-    return 1 if wrong or tracebacks or total < args.requests - args.clients * args.threads \
-        else 0
+    short = total < args.requests - args.clients * args.threads
+    return 1 if wrong or tracebacks or short or probed["failures"] else 0
 
 
 if __name__ == "__main__":

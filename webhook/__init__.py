@@ -4,9 +4,9 @@ HTTP server behind ``python -m webhook``.
 Here, with no HTTP framework: ``admission`` (AdmissionReview v1 in, AdmissionReview out,
 as pure functions), ``payloads`` (its types), ``lookups`` (the cross-object look-ups,
 with their cache and per-request budget), ``config`` (the app's settings), ``metrics``
-(Prometheus, multiprocess under gunicorn). ``webhook.server`` holds the Flask app, the
-gunicorn worker, framing, TLS and gunicorn's settings; none of the modules above imports
-it, flask or gunicorn (an import-linter contract in ``pyproject.toml``).
+(Prometheus, multiprocess under gunicorn). ``webhook.server`` holds the app, the
+gunicorn worker, HTTP/1.1, framing, TLS and gunicorn's settings; none of the modules
+above imports it or gunicorn (an import-linter contract in ``pyproject.toml``).
 
 ``create_app`` is imported lazily: ``python -m webhook`` must set
 ``PROMETHEUS_MULTIPROC_DIR`` before prometheus-client is first imported (it picks

@@ -12,6 +12,14 @@ from schemas.lookups import RolloutManagerLookup, TemplateLookup
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
+class MustWait(BaseException):
+    """Raised by a look-up that answers from its cache only (``webhook.lookups``,
+    ``cached_only``) when only the API server can answer. A BaseException, so that no
+    check's ``except Exception`` takes it for a look-up that failed (which would answer
+    the request without that look-up's warnings): it ends the attempt, and the request
+    is answered again where the look-up may wait."""
+
+
 @dataclass(frozen=True, slots=True)
 class Lookups:
     """The cross-object look-ups handed to ``schemas``; ``None`` means "not available",

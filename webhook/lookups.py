@@ -20,6 +20,11 @@ template), and only where a stale answer is harmless:
   back must see each other);
 - a failure is cached briefly, so an unreachable API server costs one timeout per key
   and ``failure_ttl`` instead of one per admission request.
+
+``as_lookups(cached_only=True)`` gives look-ups that never wait: what the cache cannot
+answer raises :class:`MustWait`, and the server answers that request again on a thread,
+where waiting is allowed (``webhook.server.worker``: most requests are answered by the
+event loop itself, without handing them to a thread).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -38,7 +44,7 @@ import schemas
 from kubekit.kinds import ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE, ROLLOUT_MANAGER, Resource
 from kubekit.rest import Rest, status_of
 from webhook import metrics
-from webhook.config import Lookups
+from webhook.config import Lookups, MustWait
 
 log = logging.getLogger("rollgate.webhook.lookups")
 
@@ -72,7 +78,7 @@ def _api_error(exc: ApiException) -> str:
 
 class TTLCache:
     """A small thread-safe TTL cache with an entry cap (oldest evicted first), because
-    gthread workers serve requests from several threads and the key space is
+    the webhook answers requests from several threads and the key space is
     user-controlled (template names in submitted objects)."""
 
     def __init__(self, *, ttl: float, max_entries: int = 1024,
@@ -113,10 +119,12 @@ class ClusterLookups:
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
 
     def _cached(self, key: CacheKey, fetch: Callable[[float], Any], *, cache_hits: bool,
-                deadline: float | None) -> Any:
+                deadline: float | None, cached_only: bool = False) -> Any:
         found, value = self._cache.get(key)
         if found:
             metrics.LOOKUPS.labels(key[0], "error" if isinstance(value, _Failed) else "hit").inc()
+        elif cached_only:
+            raise MustWait(key)
         else:
             timeout = self._timeout
             if deadline is not None:
@@ -151,9 +159,11 @@ class ClusterLookups:
         return value
 
     def template(self, kind: str, namespace: str, name: str, *,
-                 deadline: float | None = None) -> dict[str, Any] | None:
+                 deadline: float | None = None, cached_only: bool = False
+                 ) -> dict[str, Any] | None:
         """The template, None when it does not exist; ``deadline`` (a
-        ``time.monotonic()`` value) bounds the wait on top of the per-call timeout."""
+        ``time.monotonic()`` value) bounds the wait on top of the per-call timeout;
+        ``cached_only``: :class:`MustWait` rather than ask the API server."""
         resource = _TEMPLATES.get(kind)
         if resource is None:
             return None
@@ -163,31 +173,33 @@ class ClusterLookups:
             return self._rest.get(resource, scope_ns, name, timeout=timeout)
 
         found: dict[str, Any] | None = self._cached(
-            (kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline)
+            (kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline,
+            cached_only=cached_only)
         return found
 
-    def rollout_managers(self, namespace: str, *,
-                         deadline: float | None = None) -> list[dict[str, Any]]:
+    def rollout_managers(self, namespace: str, *, deadline: float | None = None,
+                         cached_only: bool = False) -> list[dict[str, Any]]:
         def fetch(timeout: float) -> Any:
             listing = self._rest.list(ROLLOUT_MANAGER, namespace, timeout=timeout)
             return listing.get("items") or []
 
         return list(self._cached((ROLLOUT_MANAGER.kind, namespace, ""), fetch, cache_hits=False,
-                                 deadline=deadline) or [])
+                                 deadline=deadline, cached_only=cached_only) or [])
 
-    def for_request(self) -> Lookups:
+    def for_request(self, *, cached_only: bool = False) -> Lookups:
         """Look-ups sharing one deadline: ``timeout`` seconds from now, for everything
-        one admission request asks."""
+        one admission request asks (``cached_only``: see the module docstring)."""
         deadline = time.monotonic() + self._timeout
 
         def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-            return self.template(kind, namespace, name, deadline=deadline)
+            return self.template(kind, namespace, name, deadline=deadline,
+                                 cached_only=cached_only)
 
         def rollout_managers(namespace: str) -> list[dict[str, Any]]:
-            return self.rollout_managers(namespace, deadline=deadline)
+            return self.rollout_managers(namespace, deadline=deadline, cached_only=cached_only)
 
         return Lookups(template=template, rollout_managers=rollout_managers)
 
-    def as_lookups(self) -> Lookups:
+    def as_lookups(self, *, cached_only: bool = False) -> Lookups:
         """What the app holds: a factory that starts each request's budget."""
-        return Lookups(per_request=self.for_request)
+        return Lookups(per_request=partial(self.for_request, cached_only=cached_only))

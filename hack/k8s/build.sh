@@ -2,8 +2,10 @@
 # Builds the real binaries the e2e tests and `make dev` run: etcd, kube-apiserver,
 # kube-controller-manager and a version-matched kubectl, the node's kubelet and
 # kube-scheduler (wrapper module hack/k8s/node, the same pins), plus the Argo Rollouts
-# controller and its sample metric plugin, and `exprcheck` (hack/exprcheck: the
-# expr-lang version Kargo uses, the tests' oracle for Kargo expressions). They are built from the published Go
+# controller and its sample metric plugin, `exprcheck` (hack/exprcheck: the
+# expr-lang version Kargo uses, the tests' oracle for Kargo expressions) and
+# `noop-webhook` (hack/noop-webhook: a Go webhook that allows everything, the floor
+# `make bench-apply` measures rollgate against). They are built from the published Go
 # modules (no Docker, no release tarballs) so a fresh machine only needs Go and the
 # module proxy. Versions come from hack/versions.env.
 #
@@ -30,13 +32,14 @@
 # chart (charts/argo-rollouts of github.com/argoproj/argo-helm, with the repository's
 # LICENSE), which the node installs with `helm install` as users install Argo Rollouts.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|noop-webhook|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
 #                                      kubelet kube-scheduler
 #   argo-rollouts-<rollouts version>/  rollouts-controller metrics-plugin-sample
 #   exprcheck-<expr-lang version>/     exprcheck
+#   noop-webhook/                      noop-webhook (+ .tree: digest of hack/noop-webhook)
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 #   helm-<helm version>/               helm
@@ -45,11 +48,11 @@
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
 #   chart-argo-rollouts-<chart version>/  argo-helm's argo-rollouts chart and LICENSE
 # Binaries already there are reused when they run and report the pinned version (for
-# the two built from trees: when the tree's digest is the one recorded at their build).
+# those built from trees: when the tree's digest is the one recorded at their build).
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all twelve by default) are checked in that one directory.
+# (all thirteen by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -80,6 +83,8 @@ rollouts_out="${cache}/argo-rollouts-${rollouts_version}"
 kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
 expr_out="${cache}/exprcheck-${expr_version}"
+noop_out="${cache}/noop-webhook"
+noop_src="${hack}/noop-webhook"
 helm_out="${cache}/helm-${helm_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
@@ -122,16 +127,17 @@ what="${1:-all}"
 upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
-         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck "${helm_binaries[@]}"
-                   "${cert_manager_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+         binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck noop-webhook
+                   "${helm_binaries[@]}" "${cert_manager_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     exprcheck) binaries=(exprcheck) ;;
+    noop-webhook) binaries=(noop-webhook) ;;
     helm) binaries=("${helm_binaries[@]}") ;;
     cert-manager) binaries=("${cert_manager_binaries[@]}") ;;
     crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|noop-webhook|helm|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -140,6 +146,7 @@ dest_dir() {
         kargo) printf '%s' "${kargo_out}" ;;
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
         exprcheck) printf '%s' "${expr_out}" ;;
+        noop-webhook) printf '%s' "${noop_out}" ;;
         helm) printf '%s' "${helm_out}" ;;
         controller | cainjector) printf '%s' "${cert_manager_out}" ;;
         *) printf '%s' "${out}" ;;
@@ -148,6 +155,7 @@ dest_dir() {
 
 src_dir() {
     case "$1" in
+        noop-webhook) printf '%s' "${noop_src}" ;;
         kargo) printf '%s' "${kargo_src}" ;;
         argo-rollouts-manager) printf '%s' "${manager_src}" ;;
     esac
@@ -193,13 +201,16 @@ works() {
             return ;;
         # Go's flag package answers -h with the usage and exit 0; the version is the
         # tree's, checked by its digest below.
+        noop-webhook)
+            out="$("${bin}" -h 2>&1)" || return 1
+            [[ "${out}" == *"-tls-cert-file"* ]] || return 1 ;;
         argo-rollouts-manager)
             out="$("${bin}" -h 2>&1)" || return 1
             [[ "${out}" == *"health-probe-bind-address"* ]] || return 1 ;;
         *) out="$("${bin}" --version 2>&1)" || return 1 ;;
     esac
     case "$(basename "${bin}")" in
-        kargo | argo-rollouts-manager)
+        kargo | argo-rollouts-manager | noop-webhook)
             [[ -n "${2:-}" && "$(cat "${bin}.tree" 2>/dev/null)" == "$2" ]] || return 1
             [[ "$(basename "${bin}")" != kargo || "${out}" == *"\"${kargo_version}\""* ]] ;;
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
@@ -213,7 +224,7 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
     for b in ${binaries[@]+"${binaries[@]}"}; do
         # Prebuilt upstream binaries are taken as they are: no tree to compare with.
-        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager ]] \
+        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager || "${b}" == noop-webhook ]] \
             && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
             log "ok ${ROLLGATE_K8S_BIN}/${b}"
         elif works "${ROLLGATE_K8S_BIN}/${b}"; then
@@ -366,6 +377,11 @@ fi
 if [[ "${what}" == all || "${what}" == exprcheck ]]; then
     build exprcheck "${hack}/exprcheck" . "-s -w"
 fi
+if [[ "${what}" == all || "${what}" == noop-webhook ]]; then
+    # Rebuilt when its source changes: the tree digest is recorded next to it.
+    trees[noop-webhook]="$(tree_digest "${noop_src}")"
+    build noop-webhook "${noop_src}" . "-s -w" "${trees[noop-webhook]}"
+fi
 if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
@@ -467,6 +483,7 @@ done
 case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version} ready in ${out}" ;; esac
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
 case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
+case "${what}" in all | noop-webhook) log "noop-webhook ready in ${noop_out}" ;; esac
 case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
 case "${what}" in all | cert-manager)
     log "cert-manager ${cert_manager_version} (controller, cainjector) ready in ${cert_manager_out}" ;; esac
@@ -477,6 +494,7 @@ log "done in $((SECONDS - started_all))s"
 case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
     exprcheck) printf '%s\n' "${expr_out}" ;;
+    noop-webhook) printf '%s\n' "${noop_out}" ;;
     helm) printf '%s\n' "${helm_out}" ;;
     cert-manager) printf '%s\n' "${cert_manager_out}" ;;
     crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;

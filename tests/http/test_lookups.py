@@ -1,9 +1,11 @@
 """The look-ups' failure behaviour: an unreachable API server means "unavailable"
 (schemas then skips the cross-object warnings), never an exception the webhook has to
-survive; and the cache forgets on time and stays bounded."""
+survive; the cache forgets on time and stays bounded; and look-ups that may not wait
+answer from the cache or say the request must wait."""
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -13,7 +15,9 @@ from prometheus_client import generate_latest
 import schemas
 import webhook
 from testkit import reviews
-from webhook.config import WebhookConfig
+from testkit.webhook_client import Client
+from webhook import metrics
+from webhook.config import MustWait, WebhookConfig
 from webhook.lookups import ClusterLookups, TTLCache
 
 
@@ -53,7 +57,7 @@ def test_unknown_template_kind_is_not_looked_up(unreachable_api):
 
 def test_webhook_with_unreachable_api_still_answers(unreachable_api):
     app = webhook.create_app(WebhookConfig(api_client=unreachable_api, lookup_timeout=1.0))
-    resp = app.test_client().post("/validate/stages", json=reviews.review(reviews.valid_stage()))
+    resp = Client(app).post("/validate/stages", json=reviews.review(reviews.valid_stage()))
     assert resp.status_code == 200
     answer = resp.get_json()["response"]
     assert answer["allowed"] is True
@@ -130,13 +134,13 @@ def test_one_lookup_budget_per_admission_request(slow_api):
     stage["spec"]["analysis"]["templates"] = [
         {"templateName": f"t{i}", "clusterScope": False} for i in range(6)
     ]
-    resp = app.test_client().post("/validate/stages", json=reviews.review(stage))
+    resp = Client(app).post("/validate/stages", json=reviews.review(stage))
     answer = resp.get_json()["response"]
     assert answer["allowed"] is True
     assert not answer.get("warnings")
     assert 1 <= len(slow_api.gets) <= 2, slow_api.gets
     # The next request gets a budget of its own (and nothing stale was cached).
-    app.test_client().post("/validate/stages", json=reviews.review(stage))
+    Client(app).post("/validate/stages", json=reviews.review(stage))
     assert 2 <= len(slow_api.gets) <= 4, slow_api.gets
 
 
@@ -196,3 +200,79 @@ def test_a_forbidden_lookup_is_one_log_line_with_status_reason_and_object(caplog
     assert line == ('look-up of AnalysisTemplate/ns/t failed: API error 403 Forbidden: '
                     'analysistemplates.argoproj.io "t" is forbidden: no')
     assert "header-that-must-not-be-logged" not in caplog.text
+
+
+@pytest.fixture
+def template_api():
+    """An API server that has every template asked for (one metric, no args) and counts
+    the GETs in ``api.gets``."""
+    import http.server
+    import json
+    import threading
+
+    gets: list[str] = []
+
+    class Templates(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gets.append(self.path)
+            kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
+                else "AnalysisTemplate"
+            body = json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": kind,
+                               "metadata": {"name": self.path.rsplit("/", 1)[1]},
+                               "spec": {"metrics": [{"name": kind.lower(), "provider": {
+                                   "web": {"url": "http://metrics.example/q"}}}]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Templates)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cfg = k8s.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg.retries = False
+    api = k8s.ApiClient(cfg)
+    api.gets = gets  # type: ignore[attr-defined]
+    yield api
+    server.shutdown()
+    server.server_close()
+
+
+def test_cached_only_lookups_answer_from_the_cache_or_must_wait(template_api):
+    lookups = ClusterLookups(template_api, timeout=2.0, ttl=60.0)
+    with pytest.raises(MustWait):
+        lookups.template("AnalysisTemplate", "ns", "a", cached_only=True)
+    assert template_api.gets == []  # it did not ask the API server
+    fetched = lookups.template("AnalysisTemplate", "ns", "a")
+    assert fetched is not None
+    assert lookups.template("AnalysisTemplate", "ns", "a", cached_only=True) == fetched
+    assert len(template_api.gets) == 1
+    with pytest.raises(MustWait):  # the RolloutManager list is never cached
+        lookups.rollout_managers("ns", cached_only=True)
+
+
+def test_a_review_that_must_wait_is_answered_where_it_may_and_counted_once(template_api):
+    """What the server's event loop does: ask without waiting first (None: a look-up
+    is not cached), then where waiting is allowed; once the templates are cached the
+    answer comes without waiting, the same answer."""
+    app = webhook.create_app(WebhookConfig(api_client=template_api, cache_ttl=60.0))
+    body = json.dumps(reviews.review(reviews.valid_stage())).encode()
+
+    def requests_counted() -> float:
+        return sum(s.value for m in metrics.REQUESTS.collect() for s in m.samples
+                   if s.name.endswith("_total")
+                   and s.labels.get("endpoint") == "/validate/stages")
+
+    before = requests_counted()
+    assert app.respond("POST", "/validate/stages", body, may_wait=False) is None
+    assert requests_counted() == before  # not answered: not counted
+    waited = app.respond("POST", "/validate/stages", body)
+    cached = app.respond("POST", "/validate/stages", body, may_wait=False)
+    assert waited is not None and cached == waited
+    assert json.loads(cached.body)["response"]["allowed"] is True
+    assert requests_counted() == before + 2
+    assert len(template_api.gets) == 2  # the two templates, each once

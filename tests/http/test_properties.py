@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import webhook
 from testkit import reviews
+from testkit.webhook_client import Client
 from webhook.config import Lookups, WebhookConfig
 
 ENDPOINTS = ["/validate/stages", "/mutate/stages",
@@ -76,7 +77,7 @@ def faults():
 
 @pytest.fixture(scope="module")
 def client(faults):
-    return webhook.create_app(WebhookConfig(lookups=_lookups())).test_client()
+    return Client(webhook.create_app(WebhookConfig(lookups=_lookups())))
 
 
 @settings(max_examples=150, deadline=None,

@@ -6,9 +6,10 @@ costs a file descriptor and a buffer, never a thread. This module is the pure pa
 that: :class:`Framer` is fed the bytes received so far and says "need more", "complete
 at offset N" or "refuse with status S". It reads only what framing needs (the end of
 the header block, Content-Length, Transfer-Encoding, Expect) and checks a chunked body
-as strictly as gunicorn's parser does, so a malformed chunked body is a 400 here and
-never reaches gunicorn's body reader (which would raise inside the application). Full
-header parsing stays with gunicorn, which refuses what this module lets through.
+as strictly as RFC 9112 (and gunicorn's parser, which the webhook served through
+before) does, so a malformed chunked body is a 400 here and :func:`dechunk` only ever
+decodes a body that passed. Reading the request line and the fields is
+:mod:`webhook.server.http11`'s, which refuses what this module lets through.
 """
 
 from __future__ import annotations
@@ -17,21 +18,21 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-# gunicorn's defaults: a chunk-size line, and a trailer section (32 header lines).
+# The longest chunk-size line, and trailer section (32 field lines), as gunicorn's.
 MAX_CHUNK_LINE = 8190
 MAX_TRAILER_BYTES = 8190 * 32
-# A header block larger than this is refused (431) before gunicorn parses it; gunicorn's
-# own limits (request line 8190, 100 fields) then apply to what is let through.
+# A header block larger than this is refused (431) before it is parsed; the parser's own
+# limits (webhook.server.http11: lines of 8190 bytes, 100 fields) apply to the rest.
 MAX_HEADER_BYTES = 64 * 1024
 
-# RFC 9112 section 7.1.1 chunk extensions, as gunicorn checks them.
+# RFC 9112 section 7.1.1 chunk extensions.
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _QUOTED = rb'"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*"'
 _CHUNK_EXT = re.compile(
     rb"(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN + rb"|" + _QUOTED + rb"))?)*")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 # The only fields framing needs, found in one pass over the header block (a field name
-# with blanks before its colon is not matched: gunicorn refuses such a request anyway).
+# with blanks before its colon is not matched: webhook.server.http11 refuses it anyway).
 _FRAMING_FIELDS = re.compile(rb"\r\n(content-length|transfer-encoding|expect):([^\r\n]*)",
                              re.IGNORECASE)
 
@@ -91,6 +92,16 @@ class Framer:
     def headers_done(self) -> bool:
         return self._body_start >= 0
 
+    @property
+    def body_start(self) -> int:
+        """Where the body starts (after the blank line), once the headers are done."""
+        return self._body_start
+
+    @property
+    def chunked(self) -> bool:
+        """The body is chunked (:func:`dechunk` decodes it), not of a declared length."""
+        return self._mode == "chunked"
+
     def feed(self, buf: bytes | bytearray) -> Progress:
         if self._body_start < 0:
             # Resume where the last look stopped: a client trickling its headers one
@@ -130,7 +141,7 @@ class Framer:
         if codings:
             # Framing by anything but a final "chunked" is unknowable for a request, and
             # both headers at once is the classic request-smuggling shape: RFC 9112
-            # section 6.3 and gunicorn refuse both.
+            # section 6.3 refuses both.
             if lengths or codings[-1] != b"chunked" or codings.count(b"chunked") != 1:
                 return Refuse(400, "unsupported Transfer-Encoding")
             self._mode = "chunked"
@@ -195,7 +206,7 @@ class Framer:
 
 
 def _chunk_size(line: bytes) -> int | None:
-    """The size of a chunk-size line, None when gunicorn would refuse it."""
+    """The size of a chunk-size line, None when it is not one (RFC 9112 section 7.1)."""
     size, semicolon, ext = line.partition(b";")
     if semicolon:
         if b"\r" in ext or not _CHUNK_EXT.fullmatch(b";" + ext):
@@ -204,3 +215,17 @@ def _chunk_size(line: bytes) -> int | None:
     if not size or any(c not in _HEX for c in size):
         return None
     return int(size, 16)
+
+
+def dechunk(body: bytes) -> bytes:
+    """The data of a chunked body that :class:`Framer` completed (the chunks from the
+    body's start to the end it found; trailers are dropped, as nothing reads them)."""
+    parts: list[bytes] = []
+    pos = 0
+    while True:
+        eol = body.index(b"\r\n", pos)
+        size = int(body[pos:eol].partition(b";")[0].rstrip(b" \t"), 16)
+        if size == 0:
+            return b"".join(parts)
+        parts.append(body[eol + 2:eol + 2 + size])
+        pos = eol + 4 + size

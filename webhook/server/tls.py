@@ -1,9 +1,9 @@
 """A TLS server context that follows certificate rotation.
 
-gunicorn asks for an SSLContext for every new connection (its ``ssl_context`` hook).
-Building one means parsing PEM files, so this keeps one context per process and
-rebuilds it only when the certificate or key file changed (a ``stat`` of each, a few
-microseconds). Kubernetes updates a mounted Secret by swapping a symlink, and
+The webhook's worker (:mod:`webhook.server.worker`) asks for the SSLContext for every
+new connection. Building one means parsing PEM files, so this keeps one context per
+process and rebuilds it only when the certificate or key file changed (a ``stat`` of
+each, a few microseconds). Kubernetes updates a mounted Secret by swapping a symlink, and
 ``certs.generate`` writes by rename; either way the stat changes. During a rotation
 the key and certificate may briefly disagree: then the previous context stays in use
 and the next connection tries again.

@@ -7,6 +7,9 @@
   its egress proxy; the image is a local test stand-in and never leaves the machine.
 - ``rollgate``: the repository's unchanged ``Dockerfile``, only ``FROM`` overridden
   (``buildah build --from``), built with ``--pull=never``.
+- ``noop-webhook``: hack/noop-webhook (the Go webhook that allows everything,
+  ``bench/apply_overhead_node.py``'s floor), the binary ``make k8s`` builds alone in a
+  scratch image, as a Go webhook is shipped; built only when a benchmark asks for it.
 - ``argo-rollouts``: Argo Rollouts as its upstream image is made (distroless, numeric
   ``USER 999``, working directory ``/home/argo-rollouts``, ``/bin/rollouts-controller``)
   from the ``rollouts-controller`` ``make k8s`` builds, with the test plugins CA as its
@@ -59,6 +62,8 @@ PAUSE_NAME = "rollgate.local/pause:3.10"
 BASE_NAME = "rollgate.local/python:3.11-slim"
 ROLLGATE_REPOSITORY = "rollgate.local/rollgate"
 ROLLOUTS_REPOSITORY = "rollgate.local/argo-rollouts"
+NOOP_REPOSITORY = "rollgate.local/noop-webhook"
+NOOP_UID = 65532  # distroless's nonroot, as Go webhooks' images run
 ROLLOUTS_UID = 999  # upstream's numeric USER
 IMAGE_SAMPLE_PLUGIN = "/usr/local/lib/argo-rollouts/metrics-plugin-sample"
 GO_CA_BUNDLE = "etc/ssl/certs/ca-certificates.crt"  # the first path Go's x509 tries
@@ -134,6 +139,10 @@ def base_inputs(mirror: str) -> str:
 
 def pause_inputs() -> str:
     return digest_of([RECIPE.encode(), PAUSE_SOURCE.read_bytes()])
+
+
+def noop_inputs(binary: Path) -> str:
+    return digest_of([RECIPE.encode(), binary.read_bytes()])
 
 
 def rollouts_inputs(binaries: rollouts_binaries.RolloutsBinaries, ca: PluginsCA) -> str:
@@ -241,6 +250,13 @@ def build_pause(buildah: Buildah, archive: Path) -> None:
     buildah.scratch_image(PAUSE_NAME, add=binary, to="/pause", config=[
         "--entrypoint", '["/pause"]', "--user", "65535:65535", "--label", TEST_ONLY_LABEL])
     buildah.save(PAUSE_NAME, archive)
+
+
+def build_noop(buildah: Buildah, archive: Path, *, name: str, binary: Path) -> None:
+    buildah.scratch_image(name, add=binary, to="/noop-webhook", config=[
+        "--entrypoint", '["/noop-webhook"]', "--user", f"{NOOP_UID}:{NOOP_UID}",
+        "--label", TEST_ONLY_LABEL])
+    buildah.save(name, archive)
 
 
 def build_base(buildah: Buildah, archive: Path, mirror: str) -> None:
@@ -358,6 +374,15 @@ def rollouts() -> Image:
     name = f"{ROLLOUTS_REPOSITORY}:{versions.argo_rollouts()}-{digest[:12]}"
     return ensure("argo-rollouts", digest, name, lambda buildah, archive: build_rollouts(
         buildah, archive, name=name, binaries=binaries, ca=ca))
+
+
+def noop_webhook(binary: Path) -> Image:
+    """The no-op webhook's image (``binary``: harness.noop_webhook.noop_binary()),
+    tagged with the first 12 hex digits of its digest."""
+    digest = noop_inputs(binary)
+    name = f"{NOOP_REPOSITORY}:{digest[:12]}"
+    return ensure("noop-webhook", digest, name, lambda buildah, archive: build_noop(
+        buildah, archive, name=name, binary=binary))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,197 @@
+"""What admission adds to a Stage create on the node, through Services: bench/apply_overhead.py's
+set-ups with rollgate as users run it and the Go no-op beside it.
+
+Starts the node (harness.node; needs root, like ``make dev``) and installs rollgate's
+chart as ``make dev`` does (release ``rollgate``: 2 webhook pods from rollgate's image,
+2 reconciler pods, the ``job`` certificate source); the Go no-op (hack/noop-webhook, in an
+image of its own, ``harness.node.images.noop_webhook``) runs as 2 pods behind a Service of
+its own, with the webhook pods' resource requests, and is registered exactly as the
+chart registered rollgate's validating webhook. The API server calls both through
+their Services (HTTP/1.1, the way a webhook behind a Service is called). Then the same
+rounds as on the plane: ``none`` (both webhook configurations of the chart taken away),
+``rollgate`` (the chart's put back), ``noop``, ``cel``; the same figures, ratios
+included.
+
+    .venv/bin/python -m bench.apply_overhead_node [--rounds 10] [--creates 100] [--warmup 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import ssl
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+import certs
+from bench.apply_overhead import (
+    SETUPS,
+    Switcher,
+    add_arguments,
+    compare,
+    finish,
+    handler_mean_ms,
+    prepare,
+    run_rounds,
+)
+from harness import crds, noop_webhook, webhook_probes
+from harness.kits.node import NAMESPACE, WEBHOOK, Release, image_values, pods, wait_ready
+from harness.node import containerd, images
+from harness.node.cluster import NodeCluster
+from harness.plane import ControlPlane
+
+NOOP_NAMESPACE = "bench-noop"
+NOOP_PORT = 8443
+KINDS = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
+# Fields the API server sets on an object; a saved configuration is applied again without.
+_SERVER_SET = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
+
+
+def noop_objects(image: images.Image, paths: certs.CertPaths,
+                 resources: dict[str, Any]) -> list[dict[str, Any]]:
+    """The no-op's Secret, Deployment (2 pods, rollgate's webhook pods' requests) and
+    Service, in NOOP_NAMESPACE."""
+    labels = {"app.kubernetes.io/name": noop_webhook.NAME}
+    meta = {"name": noop_webhook.NAME, "namespace": NOOP_NAMESPACE}
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": meta, "stringData": {"tls.crt": paths.tls_cert.read_text(),
+                                               "tls.key": paths.tls_key.read_text()}}
+    container = {
+        "name": noop_webhook.NAME, "image": image.name, "imagePullPolicy": "Never",
+        "args": ["-bind", f"0.0.0.0:{NOOP_PORT}", "-tls-cert-file", "/tls/tls.crt",
+                 "-tls-key-file", "/tls/tls.key"],
+        "ports": [{"containerPort": NOOP_PORT, "name": "https"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": NOOP_PORT,
+                                       "scheme": "HTTPS"}},
+        "resources": resources,
+        "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": True}],
+    }
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "containers": [container],
+                     "volumes": [{"name": "tls", "secret": {"secretName": noop_webhook.NAME}}],
+                 }}},
+    }
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta,
+               "spec": {"selector": labels,
+                        "ports": [{"port": 443, "targetPort": NOOP_PORT, "name": "https"}]}}
+    return [secret, deployment, service]
+
+
+def installed(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The chart's two webhook configurations as the cluster has them, ready to apply
+    again."""
+    configs = []
+    for kind in KINDS:
+        config = json.loads(plane.kubectl("get", kind, "rollgate", "-o", "json").stdout)
+        for key in _SERVER_SET:
+            config["metadata"].pop(key, None)
+        configs.append(config)
+    return configs
+
+
+class ChartWebhooks:
+    """rollgate's webhooks as the chart installed them, taken away and put back."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self.configs = installed(plane)
+
+    def on(self) -> None:
+        self.plane.apply_objects(self.configs)
+        self._wait(True)
+
+    def off(self) -> None:
+        self.plane.kubectl("delete", "--ignore-not-found", *(f"{k}/rollgate" for k in KINDS))
+        self._wait(False)
+
+    def _wait(self, active: bool) -> None:
+        if not webhook_probes.wait_until(self.plane, validating=active, mutating=active,
+                                         timeout=120):
+            raise SystemExit(f"rollgate's webhooks not {'on' if active else 'off'} in 120 s")
+
+
+def start_noop(node: NodeCluster, *, workdir: Path, resources: dict[str, Any]) -> str:
+    """The no-op's pods and Service on the node; returns the PEM bundle of its CA."""
+    image = images.noop_webhook(noop_webhook.noop_binary())
+    containerd.import_images(node.settings, [image.archive])
+    paths = certs.generate(workdir / "noop-certs", service=noop_webhook.NAME,
+                           namespace=NOOP_NAMESPACE)
+    node.plane.kubectl("create", "namespace", NOOP_NAMESPACE)
+    node.plane.apply_objects(noop_objects(image, paths, resources))
+    wait_ready(node.plane, NOOP_NAMESPACE, selector=f"app.kubernetes.io/name={noop_webhook.NAME}",
+               count=2)
+    return certs.ca_bundle(paths.ca_cert)
+
+
+def switcher(plane: ControlPlane, bundle: str) -> Switcher:
+    webhooks = ChartWebhooks(plane)
+    validating = next(c for c in webhooks.configs
+                      if c["kind"] == "ValidatingWebhookConfiguration")
+
+    def noop_client(path: str) -> dict[str, Any]:
+        return {"service": {"name": noop_webhook.NAME, "namespace": NOOP_NAMESPACE,
+                            "port": 443, "path": path}, "caBundle": bundle}
+
+    return Switcher(plane, validating=validating, noop_client=noop_client,
+                    webhooks={"rollgate": (webhooks.on, webhooks.off)})
+
+
+def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
+    plane = node.plane
+    release = Release(node)
+    release.install(image_values(node.images.rollgate))
+    deployment = json.loads(plane.kubectl("get", "deployment", "rollgate-webhook", "-n",
+                                          NAMESPACE, "-o", "json").stdout)
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    resources = container["resources"]
+    bundle = start_noop(node, workdir=plane.root, resources=resources)
+    co = client.CustomObjectsApi(plane.api_client())
+    prepare(plane)
+    run = run_rounds(co, switcher(plane, bundle), SETUPS, rounds=args.rounds,
+                     creates=args.creates, warmup=args.warmup)
+    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(
+        webhook_metrics(plane, container["ports"][0]["containerPort"]))}
+
+
+def webhook_metrics(plane: ControlPlane, port: int) -> str:
+    """Every webhook pod's /metrics, read from the host over the pod network (the node
+    is this host); "" for a pod that did not answer."""
+    context = ssl.create_default_context()
+    context.check_hostname = False  # its certificate names the Service, not the pod
+    context.verify_mode = ssl.CERT_NONE  # a figure to report, nothing to trust
+    texts = []
+    for pod in pods(plane, NAMESPACE, WEBHOOK):
+        url = f"https://{pod['status']['podIP']}:{port}/metrics"
+        with contextlib.suppress(OSError), \
+                urllib.request.urlopen(url, context=context, timeout=10) as resp:
+            texts.append(resp.read().decode())
+    return "\n".join(texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.apply_overhead_node",
+                                description=__doc__.splitlines()[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    node = NodeCluster(crds=crds.for_plane(), verbose=True)
+    try:
+        node.start()
+        result = measure(node, args)
+    finally:
+        node.stop()
+    return finish(args, {"rounds": args.rounds, "creates_per_setup_per_round": args.creates,
+                         **result, "load_average_at_start": load_before})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Where one admission request's time goes inside the webhook server, phase by phase.
+
+Each phase of a valid Stage's review (``testkit.reviews``, sent as the API server sends
+it: ``Content-Length``, kept-alive connection) is timed on its own, in this process,
+as the server runs it (median of ``--iterations`` runs after a warm-up; microseconds):
+
+- ``tls``: the server's side of the TLS records over loopback: reading the request and
+  writing a 300-byte answer on an established TLS 1.3 connection;
+- ``framing``: the event loop finding where the request ends (``webhook.server.framing``);
+- ``hand-off``: the loop gives a complete request to a thread and gets the connection
+  back, as ``webhook.server.worker`` does (a queue each way, a wake-up pipe);
+- ``http``: reading the request line and fields and writing the answer's head
+  (``webhook.server.http11``);
+- ``app``: the app's whole answer (``App.respond``: routing, JSON, decision, metrics),
+  and apart, what it is made of: ``json-decode``, ``decision``
+  (``webhook.admission.review``, no look-ups), ``json-encode``, ``metrics``
+  (``webhook.metrics.observe``).
+
+``--gap-ms`` idles that long before each timed call, as the webhook idles between the API
+server's calls (its caches go cold: on this project's machine every phase takes several
+times as long after 2 ms of idling; each phase is then timed cold on its own, so their
+sum is more than a request that runs them back to back costs). The sum of ``tls``,
+``framing``, ``hand-off``, ``http`` and ``app`` is the server's CPU time per request;
+it leaves out what only a real server has (the kernel's loopback, the threads' wake-up
+latency), which ``bench.apply_overhead`` measures end to end.
+
+    .venv/bin/python -m bench.server_profile [--iterations 5000] [--gap-ms 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import select
+import socket
+import ssl
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import certs
+from bench.stats import report
+from testkit import reviews
+from webhook import admission, metrics
+from webhook.config import Lookups, WebhookConfig
+from webhook.server.app import create_app
+from webhook.server.framing import Framer
+from webhook.server.http11 import Answer, answer_bytes, read_request
+from webhook.server.tls import harden
+
+BODY = json.dumps(reviews.review(reviews.valid_stage())).encode()
+# The head kube-apiserver v1.35 sends a webhook (net/http's, with its User-Agent).
+REQUEST = (b"POST /validate/stages?timeout=5s HTTP/1.1\r\nHost: rollgate-webhook.rollgate-"
+           b"system.svc:443\r\nUser-Agent: kube-apiserver-admission\r\nContent-Length: %d\r\n"
+           b"Accept: application/json, */*\r\nContent-Type: application/json\r\n"
+           b"Accept-Encoding: gzip\r\n\r\n" % len(BODY)) + BODY
+ANSWER = b"x" * 300
+
+
+class Timer:
+    """Times calls, idling ``gap`` seconds before each (see the module docstring)."""
+
+    def __init__(self, *, iterations: int, gap: float) -> None:
+        self.iterations = iterations
+        self.gap = gap
+
+    def median_us(self, fn: Callable[[], object]) -> float:
+        return self.median_of(lambda: _timed(fn))
+
+    def median_of(self, timed: Callable[[], int]) -> float:
+        """The median of ``timed`` (which returns nanoseconds it measured itself)."""
+        for _ in range(min(200, self.iterations)):
+            timed()
+        taken = []
+        for _ in range(self.iterations):
+            if self.gap:
+                time.sleep(self.gap)
+            taken.append(timed())
+        return round(statistics.median(taken) / 1e3, 1)
+
+
+def _timed(fn: Callable[[], object]) -> int:
+    started = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - started
+
+
+@contextlib.contextmanager
+def tls_pair() -> Iterator[tuple[ssl.SSLSocket, ssl.SSLSocket]]:
+    """A server and a client TLS socket over loopback, handshake done."""
+    with tempfile.TemporaryDirectory(prefix="rollgate-profile-") as tmp:
+        paths = certs.generate(Path(tmp))
+        server_ctx = harden(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH))
+        server_ctx.load_cert_chain(paths.tls_cert, paths.tls_key)
+        client_ctx = ssl.create_default_context(cafile=str(paths.ca_cert))
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            client = socket.create_connection(listener.getsockname())
+            accepted, _ = listener.accept()
+        done: dict[str, ssl.SSLSocket] = {}
+        thread = threading.Thread(target=lambda: done.setdefault(
+            "server", server_ctx.wrap_socket(accepted, server_side=True)))
+        thread.start()
+        with client_ctx.wrap_socket(client, server_hostname="127.0.0.1") as tls_client:
+            thread.join()
+            with done["server"] as tls_server:
+                yield tls_server, tls_client
+
+
+def tls_us(timer: Timer) -> float:
+    with tls_pair() as (server, client):
+        def one() -> int:
+            client.sendall(REQUEST)
+            select.select([server], [], [])
+            started = time.perf_counter_ns()
+            got = 0
+            while got < len(REQUEST):
+                got += len(server.recv(65536))
+            server.sendall(ANSWER)
+            taken = time.perf_counter_ns() - started
+            got = 0
+            while got < len(ANSWER):
+                got += len(client.recv(65536))
+            return taken
+
+        return timer.median_of(one)
+
+
+def hand_off_us(timer: Timer) -> float:
+    """A request to a thread through a queue, the connection back through another and a
+    wake-up pipe the loop's select sees (webhook.server.worker's way)."""
+    work: queue.SimpleQueue[object] = queue.SimpleQueue()
+    back: queue.SimpleQueue[object] = queue.SimpleQueue()
+    read_fd, write_fd = os.pipe()
+
+    def answer() -> None:
+        while (item := work.get()) is not None:
+            back.put(item)
+            os.write(write_fd, b"\0")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        def one() -> None:
+            work.put(1)
+            select.select([read_fd], [], [])
+            os.read(read_fd, 1)
+            back.get_nowait()
+
+        return timer.median_us(one)
+    finally:
+        work.put(None)
+        thread.join()
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def server_us(timer: Timer) -> dict[str, float]:
+    framer = Framer(max_body_bytes=8 << 20)
+    framer.feed(REQUEST)
+    start = framer.body_start
+    head_only = Answer(200, b"", "application/json")
+
+    def http() -> None:
+        read_request(REQUEST, body_start=start, chunked=False)
+        answer_bytes(head_only, close=False)
+
+    return {"framing": timer.median_us(lambda: Framer(max_body_bytes=8 << 20).feed(REQUEST)),
+            "http": timer.median_us(http)}
+
+
+def handler_us(timer: Timer) -> dict[str, float]:
+    doc = json.loads(BODY)
+    outcome = admission.review(doc, action="validate", resource="stages", lookups=Lookups(),
+                               allow_http_plugins=False)
+    assert outcome.body["response"]["allowed"] is True
+    app = create_app(WebhookConfig(lookups=Lookups()))
+    return {
+        "app": timer.median_us(lambda: app.respond("POST", "/validate/stages", BODY)),
+        "json-decode": timer.median_us(lambda: json.loads(BODY)),
+        "decision": timer.median_us(lambda: admission.review(
+            doc, action="validate", resource="stages", lookups=Lookups(),
+            allow_http_plugins=False)),
+        "json-encode": timer.median_us(lambda: json.dumps(
+            outcome.body, separators=(",", ":"), ensure_ascii=False).encode()),
+        "metrics": timer.median_us(lambda: metrics.observe(
+            endpoint="/validate/stages", result="allowed", seconds=0.0)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iterations", type=int, default=5000)
+    p.add_argument("--gap-ms", type=float, default=0.0,
+                   help="idle this long before each timed call (default 0)")
+    args = p.parse_args(argv)
+    timer = Timer(iterations=args.iterations, gap=args.gap_ms / 1e3)
+    handler = handler_us(timer)
+    phases = {"tls": tls_us(timer), **server_us(timer), "hand-off": hand_off_us(timer),
+              "app": handler.pop("app")}
+    report({"request_bytes": len(REQUEST), "iterations": args.iterations,
+            "gap_ms": args.gap_ms, "median_us": phases,
+            "sum_us": round(sum(phases.values()), 1), "app_parts_median_us": handler})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
