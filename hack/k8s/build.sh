@@ -29,8 +29,12 @@
 # of github.com/prometheus-operator/prometheus-operator); and argo-helm's argo-rollouts
 # chart (charts/argo-rollouts of github.com/argoproj/argo-helm, with the repository's
 # LICENSE), which the node installs with `helm install` as users install Argo Rollouts.
+# `registry` builds, from the github.com/google/go-containerregistry module (wrapper
+# module hack/registry), the harness's OCI registry (hack/registry/main.go: TLS and basic
+# auth around the module's pkg/registry) and `crane`, which `make publish` pushes the
+# image with.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|helm|registry|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
@@ -40,6 +44,7 @@
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 #   helm-<helm version>/               helm
+#   registry-<go-containerregistry version>/  registry crane
 #   cert-manager-<version>/            controller cainjector
 #   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
@@ -49,7 +54,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all twelve by default) are checked in that one directory.
+# (all fourteen by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -64,6 +69,7 @@ expr_version="${EXPR_LANG_VERSION}"
 helm_version="${HELM_VERSION}"
 cert_manager_version="${CERT_MANAGER_VERSION}"
 prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
+ggcr_version="${GO_CONTAINERREGISTRY_VERSION}"
 argo_helm_version="${ARGO_HELM_MODULE_VERSION}"
 rollouts_chart_version="${ARGO_ROLLOUTS_CHART_VERSION}"
 repo="$(dirname "${hack}")"
@@ -81,6 +87,7 @@ kargo_out="${cache}/kargo-${kargo_version}"
 manager_out="${cache}/argo-rollouts-manager-${manager_version}"
 expr_out="${cache}/exprcheck-${expr_version}"
 helm_out="${cache}/helm-${helm_version}"
+registry_out="${cache}/registry-${ggcr_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
@@ -88,6 +95,7 @@ rollouts_chart="${cache}/chart-argo-rollouts-${rollouts_chart_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
+registry_binaries=(registry crane)
 cert_manager_binaries=(controller cainjector)
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
@@ -123,15 +131,17 @@ upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
          binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck "${helm_binaries[@]}"
-                   "${cert_manager_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+                   "${registry_binaries[@]}" "${cert_manager_binaries[@]}"
+                   ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     exprcheck) binaries=(exprcheck) ;;
     helm) binaries=("${helm_binaries[@]}") ;;
+    registry) binaries=("${registry_binaries[@]}") ;;
     cert-manager) binaries=("${cert_manager_binaries[@]}") ;;
     crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|helm|registry|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -141,6 +151,7 @@ dest_dir() {
         argo-rollouts-manager) printf '%s' "${manager_out}" ;;
         exprcheck) printf '%s' "${expr_out}" ;;
         helm) printf '%s' "${helm_out}" ;;
+        registry | crane) printf '%s' "${registry_out}" ;;
         controller | cainjector) printf '%s' "${cert_manager_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
@@ -181,6 +192,14 @@ works() {
             [[ "${out}" == *'"compiles":true'* ]]
             return ;;
         helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
+        registry) out="$("${bin}" version 2>&1)" || return 1
+            [[ "${out}" == *"go-containerregistry"* ]] || return 1
+            if command -v go >/dev/null; then
+                out="$(go version -m "${bin}" 2>&1)" || return 1
+                [[ "${out}" == *"github.com/google/go-containerregistry"$'\t'"${ggcr_version}"* ]]
+            fi
+            return ;;
+        crane) out="$("${bin}" version 2>&1)" || return 1 ;;
         # cert-manager's commands print no version without a cluster; --help proves they
         # start, and the module build info Go embeds names the release they came from.
         controller | cainjector)
@@ -205,6 +224,7 @@ works() {
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
         rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
         helm) [[ "${out}" == "${helm_version}+"* ]] ;;
+        crane) [[ "${out}" == "${ggcr_version}" ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
     esac
 }
@@ -244,6 +264,7 @@ check_pin "${here}/node/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
 check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
+check_pin "${hack}/registry/go.mod" github.com/google/go-containerregistry "${ggcr_version}"
 check_pin "${hack}/cert-manager/go.mod" github.com/cert-manager/cert-manager "${cert_manager_version}"
 
 mkdir -p "${cache}"
@@ -369,6 +390,11 @@ fi
 if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
+if [[ "${what}" == all || "${what}" == registry ]]; then
+    build registry "${hack}/registry" . "-s -w"
+    build crane "${hack}/registry" github.com/google/go-containerregistry/cmd/crane \
+        "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${ggcr_version}"
+fi
 if [[ "${what}" == all || "${what}" == cert-manager ]]; then
     build controller "${hack}/cert-manager" github.com/cert-manager/cert-manager/cmd/controller \
         "${ldflags_cert_manager}"
@@ -468,6 +494,7 @@ case "${what}" in all | k8s) log "kubernetes ${version} and etcd ${etcd_version}
 case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready in ${rollouts_out}" ;; esac
 case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
 case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
+case "${what}" in all | registry) log "registry and crane (go-containerregistry ${ggcr_version}) ready in ${registry_out}" ;; esac
 case "${what}" in all | cert-manager)
     log "cert-manager ${cert_manager_version} (controller, cainjector) ready in ${cert_manager_out}" ;; esac
 case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
@@ -478,6 +505,7 @@ case "${what}" in
     rollouts) printf '%s\n' "${rollouts_out}" ;;
     exprcheck) printf '%s\n' "${expr_out}" ;;
     helm) printf '%s\n' "${helm_out}" ;;
+    registry) printf '%s\n' "${registry_out}" ;;
     cert-manager) printf '%s\n' "${cert_manager_out}" ;;
     crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
