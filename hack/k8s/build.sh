@@ -192,8 +192,10 @@ works() {
             [[ "${out}" == *'"compiles":true'* ]]
             return ;;
         helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
+        # Its source is hack/registry/main.go: rebuilt when that module's files change.
         registry) out="$("${bin}" version 2>&1)" || return 1
             [[ "${out}" == *"go-containerregistry"* ]] || return 1
+            [[ -n "${2:-}" && "$(cat "${bin}.tree" 2>/dev/null)" == "$2" ]] || return 1
             if command -v go >/dev/null; then
                 out="$(go version -m "${bin}" 2>&1)" || return 1
                 [[ "${out}" == *"github.com/google/go-containerregistry"$'\t'"${ggcr_version}"* ]]
@@ -233,7 +235,7 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
     for b in ${binaries[@]+"${binaries[@]}"}; do
         # Prebuilt upstream binaries are taken as they are: no tree to compare with.
-        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager ]] \
+        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager || "${b}" == registry ]] \
             && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
             log "ok ${ROLLGATE_K8S_BIN}/${b}"
         elif works "${ROLLGATE_K8S_BIN}/${b}"; then
@@ -391,7 +393,7 @@ if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
 if [[ "${what}" == all || "${what}" == registry ]]; then
-    build registry "${hack}/registry" . "-s -w"
+    build registry "${hack}/registry" . "-s -w" "$(tree_digest "${hack}/registry")"
     build crane "${hack}/registry" github.com/google/go-containerregistry/cmd/crane \
         "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${ggcr_version}"
 fi
@@ -486,6 +488,7 @@ for b in ${upstream[@]+"${upstream[@]}"}; do
     esac
 done
 
+trees[registry]="$(tree_digest "${hack}/registry")"
 for b in ${binaries[@]+"${binaries[@]}"}; do
     works "$(dest_dir "${b}")/${b}" "${trees[${b}]:-}" \
         || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }

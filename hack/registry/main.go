@@ -110,6 +110,10 @@ func serve(args []string) error {
 		Handler:           authenticated(allowed, handler, logger),
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12},
+		// HTTP/1.1 only: pkg/registry holds one lock while it reads an upload's body,
+		// so over HTTP/2 a client's parallel layer uploads share one connection's flow
+		// control window and deadlock (seen with crane push: every upload stalled).
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 	logger.Printf("serving on https://%s (%d users, blobs in %s)", *addr, len(allowed), *data)
 	return server.ListenAndServeTLS(*cert, *key)

@@ -6,7 +6,9 @@
   machine's extra CA certificates are added so pip inside a build reaches PyPI through
   its egress proxy; the image is a local test stand-in and never leaves the machine.
 - ``rollgate``: the repository's unchanged ``Dockerfile``, only ``FROM`` overridden
-  (``buildah build --from``), built with ``--pull=never``.
+  (``buildah build --from``), built with ``--pull=never``. :func:`rollgate_on` builds the
+  same Dockerfile on a base pulled from its registry instead (a release where the real
+  ``python:3.11-slim`` can be pulled: ``make release``), never cached.
 - ``argo-rollouts``: Argo Rollouts as its upstream image is made (distroless, numeric
   ``USER 999``, working directory ``/home/argo-rollouts``, ``/bin/rollouts-controller``)
   from the ``rollouts-controller`` ``make k8s`` builds, with the test plugins CA as its
@@ -278,6 +280,39 @@ def build_rollgate(buildah: Buildah, base: Image, name: str, archive: Path) -> N
             "--isolation", "oci", "--layers=false", "--label", TEST_ONLY_LABEL,
             "-t", name, "-f", str(DOCKERFILE), str(REPO_ROOT), timeout=1800)
     buildah.save(name, archive)
+
+
+def dockerfile_base(dockerfile: Path = DOCKERFILE) -> str:
+    """The Dockerfile's ``FROM``, fully qualified as Docker resolves a short name
+    (``python:3.11-slim`` is ``docker.io/library/python:3.11-slim``)."""
+    line = next(x for x in dockerfile.read_text().splitlines() if x.split()[:1] == ["FROM"])
+    ref = line.split()[1]
+    first = ref.split("/", 1)[0]
+    if "/" not in ref:
+        return f"docker.io/library/{ref}"
+    if "." not in first and ":" not in first and first != "localhost":
+        return f"docker.io/{ref}"
+    return ref
+
+
+def rollgate_on(base_ref: str, *, name: str, archive: Path) -> str:
+    """rollgate's image on ``base_ref`` pulled from its registry (the host's buildah
+    credentials and CAs), as ``archive``; labelled with the base's name and digest
+    (``org.opencontainers.image.base.*``), not test-only. Returns the base's digest."""
+    buildah = Buildah(cache_dir() / f"work-release-{os.getpid()}")
+    try:
+        buildah("pull", "-q", base_ref, timeout=900)
+        digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}",
+                         base_ref)
+        buildah("build", "--from", base_ref, "--pull=never", "--network", "host",
+                "--isolation", "oci", "--layers=false",
+                "--label", f"org.opencontainers.image.base.name={base_ref}",
+                "--label", f"org.opencontainers.image.base.digest={digest}",
+                "-t", name, "-f", str(DOCKERFILE), str(REPO_ROOT), timeout=1800)
+        buildah.save(name, archive)
+    finally:
+        buildah.close()
+    return digest
 
 
 def build_rollouts(buildah: Buildah, archive: Path, *, name: str,
