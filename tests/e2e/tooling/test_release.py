@@ -21,12 +21,14 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from harness import chart, registry
 from harness.kits.plane import tool_or_fail
+from harness.node import images
 from harness.plane import ControlPlane
 from harness.process import free_port
 from releasing import release, sbom
@@ -284,6 +286,48 @@ def test_a_registry_that_refuses_is_one_line_naming_it_and_the_cause(released, o
                      f"{to}/rollgate:{VERSION} already exists as sha256:")
     refused_chart = crane("manifest", f"{to}/charts/rollgate:{VERSION}", env=env)
     assert "MANIFEST_UNKNOWN" in refused_chart.stderr or "NAME_UNKNOWN" in refused_chart.stderr
+
+
+def image_config(archive: Path) -> dict[str, Any]:
+    """The image config of the one image in an OCI archive."""
+    with tarfile.open(archive) as oci:
+        def blob(digest: str) -> Any:
+            return json.loads(oci.extractfile(  # type: ignore[union-attr]
+                f"blobs/sha256/{digest.split(':')[1]}").read())
+        manifest = blob(json.loads(oci.extractfile("index.json").read())  # type: ignore[union-attr]
+                        ["manifests"][0]["digest"])
+        config: dict[str, Any] = blob(manifest["config"]["digest"])
+    return config
+
+
+def test_a_release_on_a_base_pulled_from_a_registry(oci, tmp_path) -> None:
+    """The path of a real release (``--base`` a reference buildah pulls, as
+    python:3.11-slim from Docker Hub): here the stand-in base, pushed to the harness's
+    registry first, is that reference. The image records the base's name and digest."""
+    base = images.base()
+    layout = tmp_path / "base"
+    with tarfile.open(base.archive) as tar:
+        tar.extractall(layout, filter="data")
+    env = oci.client_env(dict(os.environ))
+    ref = f"{oci.host}/library/python:3.11-slim"
+    pushed = crane("push", str(layout), ref, env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    base_digest = pushed.stdout.strip().rpartition("@")[2]
+    # buildah reads the credentials from REGISTRY_AUTH_FILE, the CA from SSL_CERT_FILE.
+    env["REGISTRY_AUTH_FILE"] = str(Path(env["DOCKER_CONFIG"]) / "config.json")
+    out = subprocess.run([sys.executable, "-m", "releasing", "--base", ref,
+                          "--changelog", str(tmp_path / "CHANGELOG.md"),
+                          "--out-dir", str(tmp_path / "dist")], env=env,
+                         capture_output=True, text=True, timeout=1800, check=False)
+    assert out.returncode == 0, out.stderr
+    assert f"base: {ref}@{base_digest}" in out.stdout
+    artifacts = Artifacts(tmp_path / "dist", VERSION)
+    labels = image_config(artifacts.image)["config"]["Labels"]
+    assert labels["org.opencontainers.image.base.name"] == ref
+    assert labels["org.opencontainers.image.base.digest"] == base_digest
+    document = json.loads(artifacts.sbom.read_text())
+    props = {p["name"]: p["value"] for p in document["metadata"]["component"]["properties"]}
+    assert props["rollgate:base-image"] == f"{ref}@{base_digest}"
 
 
 def test_publish_refuses_files_that_do_not_match_their_checksums(released, oci,
