@@ -2,7 +2,8 @@
 # they create .venv, install the project and its harness (support/), install the Debian
 # packages the node needs where missing (hack/host-packages.sh: no service is started),
 # and build etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet,
-# kube-scheduler, the real Argo Rollouts controller and, from their source trees
+# kube-scheduler, the real Argo Rollouts controller, helm, the test registry and crane
+# and, from their source trees
 # ($ROLLGATE_KARGO_SRC, $ROLLGATE_ROLLOUTS_MANAGER_SRC), the real Kargo and
 # argo-rollouts-manager once (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or
 # $XDG_CACHE_HOME/rollgate/k8s/, or taken from $ROLLGATE_K8S_BIN), and the node's images

@@ -117,9 +117,12 @@ def pull_failure(plane: ControlPlane, namespace: str, name: str) -> tuple[str, s
         states = [c.get("state", {}).get("waiting", {})
                   for c in got.get("status", {}).get("containerStatuses") or []]
         reasons = [s.get("reason", "") for s in states]
+        # The kubelet's Failed events: "Failed to pull image ...: <cause>", then
+        # "Error: ErrImagePull" and "Error: ImagePullBackOff"; the first says why.
         messages = [str(e.get("message", "")) for e in events(plane, namespace)
                     if e.get("involvedObject", {}).get("name") == name
-                    and e.get("reason") == "Failed"]
+                    and e.get("reason") == "Failed"
+                    and str(e.get("message", "")).startswith("Failed to pull image")]
         if messages and any(r in ("ErrImagePull", "ImagePullBackOff") for r in reasons):
             return reasons[0], messages[0]
         return None
