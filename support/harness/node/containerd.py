@@ -99,10 +99,11 @@ def refusing_hosts_toml() -> str:
 
 
 def trusted_hosts_toml(host: str, ca_file: Path) -> str:
-    """A registry served over TLS whose certificate ``ca_file`` issued."""
-    return (f'server = "https://{host}"\n\n[host."https://{host}"]\n'
-            '  capabilities = ["pull", "resolve"]\n'
-            f'  ca = "{ca_file}"\n')
+    """A registry served over TLS whose certificate ``ca_file`` issued. Only ``server``,
+    with its ``ca`` at the top: containerd tries every ``[host]`` entry first and then
+    ``server`` as well, so a ``[host]`` copy of it would turn each not-found into a second
+    try without the CA, whose x509 error is what the pod's event then shows."""
+    return f'server = "https://{host}"\nca = "{ca_file}"\n'
 
 
 def write_config(settings: NodeSettings, trusted: Mapping[str, Path] | None = None) -> Path:
