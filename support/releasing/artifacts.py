@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.node import images
+
 CHECKSUMS = "SHA256SUMS"
 
 
@@ -88,12 +90,11 @@ def _index(archive: Path) -> dict[str, object]:
 
 
 def image_digest(archive: Path) -> str:
-    """The digest of the one image manifest an OCI archive holds: what a registry
-    serves it as, and what the kubelet pulls by."""
-    manifests = _index(archive).get("manifests")
-    if not isinstance(manifests, list) or len(manifests) != 1:
-        raise ArtifactError(f"{archive}: expected one image in index.json")
-    return str(manifests[0]["digest"])
+    """The digest of the image an OCI archive holds (what the registry serves it as)."""
+    try:
+        return images.archive_digest(archive)
+    except images.ImageError as err:
+        raise ArtifactError(str(err)) from err
 
 
 def copy_archive(source: Path, dest: Path, *, ref_name: str) -> None:

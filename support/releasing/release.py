@@ -118,7 +118,7 @@ def build_image(*, base: str, version: str, archive: Path) -> tuple[str, bool]:
     what its base is, and whether that makes it test-only."""
     if base == STAND_IN:
         try:
-            image = images.rollgate()
+            image = images.rollgate_release(version)
         except images.ImageError as err:
             raise ReleaseError(f"the image did not build: {err}") from err
         copy_archive(image.archive, archive, ref_name=version)
@@ -127,8 +127,8 @@ def build_image(*, base: str, version: str, archive: Path) -> tuple[str, bool]:
     with tempfile.TemporaryDirectory(dir=archive.parent) as tmp:
         built = Path(tmp) / "image.tar"
         try:
-            digest = images.rollgate_on(base, name=f"localhost/rollgate:{version}",
-                                        archive=built)
+            digest = images.rollgate_on(base, version=version,
+                                        name=f"localhost/rollgate:{version}", archive=built)
         except images.ImageError as err:
             raise ReleaseError(f"the image on {base} did not build (pull it, or use "
                                f"--base {STAND_IN} where it cannot be pulled): "

@@ -99,11 +99,13 @@ def refusing_hosts_toml() -> str:
 
 
 def trusted_hosts_toml(host: str, ca_file: Path) -> str:
-    """A registry served over TLS whose certificate ``ca_file`` issued. Only ``server``,
-    with its ``ca`` at the top: containerd tries every ``[host]`` entry first and then
-    ``server`` as well, so a ``[host]`` copy of it would turn each not-found into a second
-    try without the CA, whose x509 error is what the pod's event then shows."""
-    return f'server = "https://{host}"\nca = "{ca_file}"\n'
+    """A registry served over TLS whose certificate ``ca_file`` issued. containerd 1.6
+    refuses a hosts.toml without a ``[host]`` table ("invalid `host` tree"), and tries
+    ``server`` after the ``[host]`` entries: both carry the CA, else every not-found is
+    tried again without it, and the x509 error of that try is what the pod's event shows."""
+    return (f'server = "https://{host}"\nca = "{ca_file}"\n\n'
+            f'[host."https://{host}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{ca_file}"\n')
 
 
 def write_config(settings: NodeSettings, trusted: Mapping[str, Path] | None = None) -> Path:

@@ -78,6 +78,14 @@ def test_a_release_writes_every_artifact_then_its_entry(released: Released) -> N
     digest = image_digest(artifacts.image)
     assert f"{artifacts.image}\timage {digest}" in out.stdout
     assert "test-only" in out.stdout  # the stand-in base says so
+    labels = image_config(artifacts.image)["config"]["Labels"]
+    assert {k: labels.get(k) for k in (
+        "org.opencontainers.image.version", "org.opencontainers.image.base.name",
+        "dev.rollgate.test-only")} == {
+        "org.opencontainers.image.version": VERSION,
+        "org.opencontainers.image.base.name": "rollgate.local/python:3.11-slim",
+        "dev.rollgate.test-only": "true"}
+    assert labels["org.opencontainers.image.base.digest"].startswith("sha256:")
     # sha256sum reads the checksums as written, in the directory users download into.
     check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=artifacts.directory,
                            capture_output=True, text=True, check=False)
@@ -323,6 +331,7 @@ def test_a_release_on_a_base_pulled_from_a_registry(oci, tmp_path) -> None:
     assert f"base: {ref}@{base_digest}" in out.stdout
     artifacts = Artifacts(tmp_path / "dist", VERSION)
     labels = image_config(artifacts.image)["config"]["Labels"]
+    assert labels["org.opencontainers.image.version"] == VERSION
     assert labels["org.opencontainers.image.base.name"] == ref
     assert labels["org.opencontainers.image.base.digest"] == base_digest
     document = json.loads(artifacts.sbom.read_text())
