@@ -2,7 +2,8 @@
 # they create .venv, install the project and its harness (support/), install the Debian
 # packages the node needs where missing (hack/host-packages.sh: no service is started),
 # and build etcd, kube-apiserver, kube-controller-manager, kubectl, kubelet,
-# kube-scheduler, the real Argo Rollouts controller and, from their source trees
+# kube-scheduler, the real Argo Rollouts controller, helm, the test registry and crane
+# and, from their source trees
 # ($ROLLGATE_KARGO_SRC, $ROLLGATE_ROLLOUTS_MANAGER_SRC), the real Kargo and
 # argo-rollouts-manager once (hack/k8s/build.sh; cached in ~/.cache/rollgate/k8s/, or
 # $XDG_CACHE_HOME/rollgate/k8s/, or taken from $ROLLGATE_K8S_BIN), and the node's images
@@ -13,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: venv k8s host-packages image lock release test test-unit test-minimums test-e2e lint dev bench \
+.PHONY: venv k8s host-packages image lock release release-artifacts publish test test-unit test-minimums test-e2e lint dev bench \
   clean faults
 
 # The product with its test extras, and the harness and test kit (support/, a
@@ -40,10 +41,34 @@ host-packages:
 image: venv k8s host-packages
 	$(PY) -m harness.node.images
 
-# The chart packaged into dist/ (helm package; version = appVersion) and a CHANGELOG.md
-# entry for that version (support/releasing/release.py, docs/install.md "Releases").
-release: venv k8s
-	$(PY) -m releasing
+# A release in dist/: the image as an OCI archive (its digest printed), the chart package,
+# the SBOM of the image's Python dependencies (CycloneDX), SHA256SUMS, then a CHANGELOG.md
+# entry (support/releasing/release.py, docs/install.md "Releases"). Needs helm alone
+# (hack/k8s/build.sh helm), not the Kubernetes binaries. BASE: the image's base, by default
+# the Dockerfile's FROM pulled from its registry; BASE=stand-in builds on the local Debian
+# stand-in where that registry cannot be reached (a test-only image).
+BASE ?=
+release: venv host-packages
+	hack/k8s/build.sh helm >/dev/null
+	$(PY) -m releasing $(if $(BASE),--base $(BASE))
+
+# The same files for a version that was released already (at its tag, `git checkout
+# v<version>`), no CHANGELOG.md entry written.
+release-artifacts: venv host-packages
+	hack/k8s/build.sh helm >/dev/null
+	$(PY) -m releasing --artifacts-only $(if $(BASE),--base $(BASE))
+
+# The release in dist/ pushed to REGISTRY (host[:port][/path]): the image as
+# REGISTRY/rollgate:<version> (crane, hack/k8s/build.sh registry), the chart as
+# oci://REGISTRY/charts/rollgate (helm push), with the credentials of `crane auth login`
+# or `docker login` (support/releasing/publish.py, docs/install.md "Get the image and the
+# chart").
+REGISTRY ?=
+publish: venv
+	@test -n "$(REGISTRY)" || { echo "publish: set REGISTRY=host[:port][/path]" >&2; exit 2; }
+	hack/k8s/build.sh helm >/dev/null
+	hack/k8s/build.sh registry >/dev/null
+	$(PY) -m releasing.publish --registry "$(REGISTRY)"
 
 # requirements.lock, the exact versions the image installs, from pyproject.toml.
 lock:

@@ -31,8 +31,12 @@
 # of github.com/prometheus-operator/prometheus-operator); and argo-helm's argo-rollouts
 # chart (charts/argo-rollouts of github.com/argoproj/argo-helm, with the repository's
 # LICENSE), which the node installs with `helm install` as users install Argo Rollouts.
+# `registry` builds, from the github.com/google/go-containerregistry module (wrapper
+# module hack/registry), the harness's OCI registry (hack/registry/main.go: TLS and basic
+# auth around the module's pkg/registry) and `crane`, which `make publish` pushes the
+# image with.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|noop-webhook|helm|cert-manager|crds|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
@@ -43,6 +47,7 @@
 #   kargo-<kargo version>/             kargo (+ kargo.tree: digest of the tree it came from)
 #   argo-rollouts-manager-<version>/   argo-rollouts-manager (+ .tree)
 #   helm-<helm version>/               helm
+#   registry-<go-containerregistry version>/  registry crane
 #   cert-manager-<version>/            controller cainjector
 #   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
@@ -52,7 +57,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all thirteen by default) are checked in that one directory.
+# (all fifteen by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,6 +72,7 @@ expr_version="${EXPR_LANG_VERSION}"
 helm_version="${HELM_VERSION}"
 cert_manager_version="${CERT_MANAGER_VERSION}"
 prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
+ggcr_version="${GO_CONTAINERREGISTRY_VERSION}"
 argo_helm_version="${ARGO_HELM_MODULE_VERSION}"
 rollouts_chart_version="${ARGO_ROLLOUTS_CHART_VERSION}"
 repo="$(dirname "${hack}")"
@@ -86,6 +92,7 @@ expr_out="${cache}/exprcheck-${expr_version}"
 noop_out="${cache}/noop-webhook"
 noop_src="${hack}/noop-webhook"
 helm_out="${cache}/helm-${helm_version}"
+registry_out="${cache}/registry-${ggcr_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
@@ -93,6 +100,7 @@ rollouts_chart="${cache}/chart-argo-rollouts-${rollouts_chart_version}"
 k8s_binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler)
 rollouts_binaries=(rollouts-controller metrics-plugin-sample)
 helm_binaries=(helm)
+registry_binaries=(registry crane)
 cert_manager_binaries=(controller cainjector)
 
 log() { printf '[k8s] %s\n' "$*" >&2; }
@@ -128,16 +136,18 @@ upstream=()
 case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
          binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck noop-webhook
-                   "${helm_binaries[@]}" "${cert_manager_binaries[@]}" ${upstream[@]+"${upstream[@]}"}) ;;
+                   "${helm_binaries[@]}" "${registry_binaries[@]}" "${cert_manager_binaries[@]}"
+                   ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     exprcheck) binaries=(exprcheck) ;;
     noop-webhook) binaries=(noop-webhook) ;;
     helm) binaries=("${helm_binaries[@]}") ;;
+    registry) binaries=("${registry_binaries[@]}") ;;
     cert-manager) binaries=("${cert_manager_binaries[@]}") ;;
     crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|noop-webhook|helm|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -148,6 +158,7 @@ dest_dir() {
         exprcheck) printf '%s' "${expr_out}" ;;
         noop-webhook) printf '%s' "${noop_out}" ;;
         helm) printf '%s' "${helm_out}" ;;
+        registry | crane) printf '%s' "${registry_out}" ;;
         controller | cainjector) printf '%s' "${cert_manager_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
@@ -189,6 +200,16 @@ works() {
             [[ "${out}" == *'"compiles":true'* ]]
             return ;;
         helm) out="$("${bin}" version --short 2>&1)" || return 1 ;;
+        # Its source is hack/registry/main.go: rebuilt when that module's files change.
+        registry) out="$("${bin}" version 2>&1)" || return 1
+            [[ "${out}" == *"go-containerregistry"* ]] || return 1
+            [[ -n "${2:-}" && "$(cat "${bin}.tree" 2>/dev/null)" == "$2" ]] || return 1
+            if command -v go >/dev/null; then
+                out="$(go version -m "${bin}" 2>&1)" || return 1
+                [[ "${out}" == *"github.com/google/go-containerregistry"$'\t'"${ggcr_version}"* ]]
+            fi
+            return ;;
+        crane) out="$("${bin}" version 2>&1)" || return 1 ;;
         # cert-manager's commands print no version without a cluster; --help proves they
         # start, and the module build info Go embeds names the release they came from.
         controller | cainjector)
@@ -216,6 +237,7 @@ works() {
         etcd) [[ "${out}" == *"${etcd_version#v}"* ]] ;;
         rollouts-controller) [[ "${out}" == *"${rollouts_version}"* ]] ;;
         helm) [[ "${out}" == "${helm_version}+"* ]] ;;
+        crane) [[ "${out}" == "${ggcr_version}" ]] ;;
         *) [[ "${out}" == *"${version}"* ]] ;;
     esac
 }
@@ -224,7 +246,8 @@ if [[ -n "${ROLLGATE_K8S_BIN:-}" ]]; then
     missing=0
     for b in ${binaries[@]+"${binaries[@]}"}; do
         # Prebuilt upstream binaries are taken as they are: no tree to compare with.
-        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager || "${b}" == noop-webhook ]] \
+        if [[ "${b}" == kargo || "${b}" == argo-rollouts-manager || "${b}" == noop-webhook \
+              || "${b}" == registry ]] \
             && [[ -x "${ROLLGATE_K8S_BIN}/${b}" ]]; then
             log "ok ${ROLLGATE_K8S_BIN}/${b}"
         elif works "${ROLLGATE_K8S_BIN}/${b}"; then
@@ -255,6 +278,7 @@ check_pin "${here}/node/go.mod" k8s.io/kubernetes "${version}"
 check_pin "${hack}/rollouts/go.mod" github.com/argoproj/argo-rollouts "${rollouts_version}"
 check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
+check_pin "${hack}/registry/go.mod" github.com/google/go-containerregistry "${ggcr_version}"
 check_pin "${hack}/cert-manager/go.mod" github.com/cert-manager/cert-manager "${cert_manager_version}"
 
 mkdir -p "${cache}"
@@ -385,6 +409,11 @@ fi
 if [[ "${what}" == all || "${what}" == helm ]]; then
     build helm "${hack}/helm" helm.sh/helm/v3/cmd/helm "${ldflags_helm}"
 fi
+if [[ "${what}" == all || "${what}" == registry ]]; then
+    build registry "${hack}/registry" . "-s -w" "$(tree_digest "${hack}/registry")"
+    build crane "${hack}/registry" github.com/google/go-containerregistry/cmd/crane \
+        "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=${ggcr_version}"
+fi
 if [[ "${what}" == all || "${what}" == cert-manager ]]; then
     build controller "${hack}/cert-manager" github.com/cert-manager/cert-manager/cmd/controller \
         "${ldflags_cert_manager}"
@@ -476,6 +505,7 @@ for b in ${upstream[@]+"${upstream[@]}"}; do
     esac
 done
 
+trees[registry]="$(tree_digest "${hack}/registry")"
 for b in ${binaries[@]+"${binaries[@]}"}; do
     works "$(dest_dir "${b}")/${b}" "${trees[${b}]:-}" \
         || { log "$(dest_dir "${b}")/${b} does not run"; exit 1; }
@@ -485,6 +515,7 @@ case "${what}" in all | rollouts) log "argo-rollouts ${rollouts_version} ready i
 case "${what}" in all | exprcheck) log "exprcheck (expr-lang ${expr_version}) ready in ${expr_out}" ;; esac
 case "${what}" in all | noop-webhook) log "noop-webhook ready in ${noop_out}" ;; esac
 case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;; esac
+case "${what}" in all | registry) log "registry and crane (go-containerregistry ${ggcr_version}) ready in ${registry_out}" ;; esac
 case "${what}" in all | cert-manager)
     log "cert-manager ${cert_manager_version} (controller, cainjector) ready in ${cert_manager_out}" ;; esac
 case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
@@ -496,6 +527,7 @@ case "${what}" in
     exprcheck) printf '%s\n' "${expr_out}" ;;
     noop-webhook) printf '%s\n' "${noop_out}" ;;
     helm) printf '%s\n' "${helm_out}" ;;
+    registry) printf '%s\n' "${registry_out}" ;;
     cert-manager) printf '%s\n' "${cert_manager_out}" ;;
     crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;

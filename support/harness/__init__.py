@@ -6,6 +6,8 @@
 - ``host_rollgate``: rollgate's webhook and reconcilers as host processes next to a plane.
 - ``upstream``: the real Kargo, Argo Rollouts, argo-rollouts-manager and cert-manager.
 - ``node``: kubelet, containerd, the bridge and the images that run pods on this host.
+- ``registry``: the OCI registry (TLS, basic auth) ``make publish`` pushes to and the
+  node pulls from.
 - ``faults``: restarts and lost watch history injected into a running plane.
 - ``kits``: compositions the test suites and benchmarks share.
 - ``dev``: ``make dev``.

@@ -32,6 +32,9 @@ RELEASE = "rollgate"
 NAMESPACE = "rollgate-system"
 # Series Prometheus itself records for every scrape target (not exported by rollgate).
 PROMETHEUS_SERIES = frozenset({"up"})
+# What every install must set (values.yaml has no image: docs/install.md "Get the image
+# and the chart"), for renders whose pods never run: a repository that resolves nowhere.
+REQUIRED: Mapping[str, Any] = {"image": {"repository": "registry.invalid/rollgate"}}
 _METRIC = re.compile(r"\brollgate_[a-z0-9_]+\b|\bup\b(?=\{)")
 
 
@@ -80,6 +83,18 @@ def cluster_env(kubeconfig: Path, home: Path) -> dict[str, str]:
     return env
 
 
+def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Values layered as helm layers several ``-f`` files: later ones win, maps merge."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
 def values_file(values: Mapping[str, Any], directory: Path) -> Path:
     """``values`` written as a values file in ``directory`` (JSON is YAML)."""
     path = directory / f"values-{len(list(directory.glob('values-*.json')))}.json"
@@ -88,20 +103,23 @@ def values_file(values: Mapping[str, Any], directory: Path) -> Path:
 
 
 def lint(values: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+    """``helm lint --strict`` with :data:`REQUIRED` under ``values``."""
     with tempfile.TemporaryDirectory() as tmp:
-        return helm("lint", "--strict", str(CHART), "-f", str(values_file(values or {}, Path(tmp))),
-                    check=False)
+        return helm("lint", "--strict", str(CHART), "-f",
+                    str(values_file(merged(REQUIRED, values or {}), Path(tmp))), check=False)
 
 
 def template(values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE,
-             check: bool = True, chart: Path = CHART,
+             check: bool = True, chart: Path = CHART, required: bool = True,
              extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """``helm template`` of ``chart`` with ``values``, for the Kubernetes version the test
-    plane runs; ``check=False`` to look at a refusal."""
+    """``helm template`` of ``chart`` with ``values`` (over :data:`REQUIRED` unless
+    ``required`` is False), for the Kubernetes version the test plane runs;
+    ``check=False`` to look at a refusal."""
+    layers = (REQUIRED, values or {}) if required else (values or {},)
     with tempfile.TemporaryDirectory() as tmp:
         return helm("template", RELEASE, str(chart), "--namespace", namespace,
                     "--kube-version", versions.kubernetes(),
-                    "-f", str(values_file(values or {}, Path(tmp))), *extra, check=check)
+                    "-f", str(values_file(merged(*layers), Path(tmp))), *extra, check=check)
 
 
 def render(values: Mapping[str, Any] | None = None, *,

@@ -65,9 +65,15 @@ def test_a_stopped_node_leaves_the_host_as_it_was() -> None:
         if not earlier_run:
             assert hoststate.differences(before, found) == []
         assert hoststate.differences(found, hoststate.capture()), "the node changed nothing?"
+        # The node's registry answers on the bridge address, to credentials only.
+        assert (node.registry.status("/v2/"), node.registry.status("/v2/", auth=False)) == (
+            200, 401)
     finally:
         node.stop()
     assert hoststate.differences(found, hoststate.capture()) == []
+    # Its data went with the node; its log stays with the others.
+    assert not node.registry.directory.exists()
+    assert (node.plane.logs_dir / "registry.log").is_file()
 
 
 def test_a_second_node_fails_at_once_naming_the_holder() -> None:

@@ -17,9 +17,17 @@ app.kubernetes.io/component: reconciler
 {{ include "rollgate.labels" . }}
 {{- end }}
 
-{{/* The image; an empty image.tag is the chart's appVersion. */}}
+{{/* The image: repository@digest when image.digest is set (the digest wins over the
+tag), else repository:tag, an empty tag being the chart's appVersion. The repository has
+no default: it is where you pushed the image (docs/install.md "Get the image and the
+chart"). */}}
 {{- define "rollgate.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repository := required "image.repository is required: the registry path you pushed rollgate's image to, e.g. --set image.repository=registry.example.com/rollgate (docs/install.md \"Get the image and the chart\")" .Values.image.repository -}}
+{{- if .Values.image.digest -}}
+{{ $repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ $repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
 {{- end }}
 
 {{/* A pod template's labels: the selector label (name) and part-of, which win over

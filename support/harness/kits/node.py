@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import chart
+from harness.chart import merged as merged  # re-exported: callers layer values with it
 from harness.kits.polling import Poller
 from harness.node import images
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
+from harness.registry import Registry
 from testkit.waits import WaitTimeout
 
 RELEASE = "rollgate"
@@ -36,18 +38,6 @@ def image_values(image: images.Image) -> dict[str, Any]:
     """The chart's image values for an image imported into the node (never pulled)."""
     return {"image": {"repository": image.repository, "tag": image.tag,
                       "pullPolicy": "Never"}}
-
-
-def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Values layered as helm layers several ``-f`` files: later ones win, maps merge."""
-    out: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-                out[key] = merged(out[key], value)
-            else:
-                out[key] = value
-    return out
 
 
 # --------------------------------------------------------------------------- pods
@@ -245,13 +235,17 @@ def delete_namespace(plane: ControlPlane, namespace: str, *, timeout: float = 18
 @dataclass
 class Release:
     """One helm release of the chart on the node (``helm`` with the node's kubeconfig and
-    a helm home of its own)."""
+    a helm home of its own). ``chart_path`` may be an ``oci://`` reference with its
+    ``version``; ``registry``'s credentials and CA are then helm's, as after a user's
+    ``crane auth login``."""
 
     cluster: NodeCluster
     name: str = RELEASE
     namespace: str = NAMESPACE
-    chart_path: Path = chart.CHART
+    chart_path: Path | str = chart.CHART
     values: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+    registry: Registry | None = None
 
     @property
     def plane(self) -> ControlPlane:
@@ -260,6 +254,8 @@ class Release:
     def helm(self, *args: str, check: bool = True,
              timeout: float = 360) -> subprocess.CompletedProcess[str]:
         env = chart.cluster_env(self.plane.kubeconfig, self.plane.root / "helm")
+        if self.registry is not None:
+            env = self.registry.client_env(env)
         return chart.helm(*args, check=check, env=env, timeout=timeout)
 
     def _values_args(self, values: Mapping[str, Any]) -> list[str]:
@@ -267,26 +263,32 @@ class Release:
         directory.mkdir(parents=True, exist_ok=True)
         return ["-f", str(chart.values_file(values, directory))]
 
-    def install(self, values: Mapping[str, Any], *, wait: bool = True) -> None:
-        """``helm install --create-namespace --wait``; a failure carries the pods'
-        diagnostics."""
+    def install(self, values: Mapping[str, Any], *,
+                wait: bool = True) -> subprocess.CompletedProcess[str]:
+        """``helm install --create-namespace --wait``, what helm printed; a failure
+        carries the pods' diagnostics."""
         self.values = dict(values)
-        args = ["install", self.name, str(self.chart_path), "-n", self.namespace,
-                "--create-namespace", *self._values_args(values)]
+        args = ["install", self.name, str(self.chart_path), *self._version_args(),
+                "-n", self.namespace, "--create-namespace", *self._values_args(values)]
         if wait:
             args += ["--wait", "--timeout", "5m"]
-        self._run(args)
+        return self._run(args)
 
     def upgrade(self, values: Mapping[str, Any]) -> None:
         self.values = dict(values)
-        self._run(["upgrade", self.name, str(self.chart_path), "-n", self.namespace,
-                   *self._values_args(values), "--wait", "--timeout", "5m"])
+        self._run(["upgrade", self.name, str(self.chart_path), *self._version_args(),
+                   "-n", self.namespace, *self._values_args(values), "--wait",
+                   "--timeout", "5m"])
 
-    def _run(self, args: list[str]) -> None:
+    def _version_args(self) -> list[str]:
+        return ["--version", self.version] if self.version else []
+
+    def _run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         out = self.helm(*args, check=False)
         if out.returncode != 0:
             raise AssertionError(f"helm {args[0]} failed ({out.returncode}):\n{out.stderr}"
                                  f"{out.stdout}\n{diagnostics(self.plane, self.namespace)}")
+        return out
 
     def uninstall(self, *, keep_namespace: bool = False) -> None:
         """``helm uninstall --wait``; then, as a user cleaning up does, the namespace

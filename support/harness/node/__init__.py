@@ -1,5 +1,6 @@
 """A real node on this host: containerd, runc, the CNI bridge, kubelet, and the images
-its pods run, made locally (no registry is reachable).
+its pods run, made locally (no registry outside this machine is reachable; the harness's
+own, ``harness.registry``, runs with the node).
 
 - ``settings``: the names, addresses and directories one node uses.
 - ``lock``: one node per machine.

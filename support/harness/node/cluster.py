@@ -4,9 +4,12 @@
 naming the holder); the leftovers of a killed run undone (by the host state that run
 recorded); the host state recorded; the images built where missing (before anything on
 the host changes); the bridge; a plane whose API server serves the bridge address on
-443 with what pods need; containerd with the images imported; kubelet; and the wait
-until the Node is Ready and the ``default`` ServiceAccount exists. ``stop()`` ends the
-pods, kubelet, containerd and the plane, undoes every host change (``restore``), keeps
+443 with what pods need; the harness's registry on the bridge address (``harness.registry``,
+data under the node's directory); containerd, trusting that registry, with the images
+imported (rollgate's only with ``import_rollgate``: without it its pods pull it from the
+registry, see :meth:`NodeCluster.import_image`); kubelet; and the wait until the Node is
+Ready and the ``default`` ServiceAccount exists. ``stop()`` ends the pods, kubelet,
+containerd, the registry and the plane, undoes every host change (``restore``), keeps
 only the logs, and releases the lock; a failed start does the same.
 """
 
@@ -21,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import registry
 from harness.node import containerd, hoststate, images, kubelet, network, restore
+from harness.node.images import Image
 from harness.node.lock import NodeLock
 from harness.node.settings import NodeSettings
 from harness.plane import ControlPlane, PlaneError
@@ -52,9 +57,13 @@ class NodeCluster:
     settings: NodeSettings = field(default_factory=NodeSettings)
     crds: Sequence[Mapping[str, Any]] = ()
     verbose: bool = False
+    # False: rollgate's image is not in containerd at start; pods pull it (by digest,
+    # with a pull secret) from the registry, as in a user's cluster.
+    import_rollgate: bool = True
     plane: ControlPlane = field(init=False)
     baseline: hoststate.HostState = field(init=False)
     images: images.NodeImages = field(init=False)
+    registry: registry.Registry = field(init=False)
     _lock: NodeLock = field(init=False)
     _started: bool = field(init=False, default=False)
 
@@ -89,9 +98,15 @@ class NodeCluster:
             self.plane.timed("images", started)
             network.bridge_up(self.settings)
             self.plane.start()
-            containerd.start(self.plane, self.settings)
+            self.registry = registry.start(self.plane, address=self.settings.address,
+                                           port=registry.PORT,
+                                           directory=self.settings.state_dir / "registry")
+            containerd.start(self.plane, self.settings,
+                             {self.registry.host: self.registry.ca_file})
             started = time.monotonic()
-            containerd.import_images(self.settings, [i.archive for i in self.images.all])
+            containerd.import_images(self.settings, [
+                i.archive for i in self.images.all
+                if self.import_rollgate or i is not self.images.rollgate])
             self.plane.timed("image import", started)
             kubelet.start(self.plane, self.settings)
             self.wait_ready()
@@ -99,6 +114,10 @@ class NodeCluster:
             self.stop()
             raise
         return self
+
+    def import_image(self, image: Image) -> None:
+        """Import ``image`` into containerd now (a node started without it)."""
+        containerd.import_images(self.settings, [image.archive])
 
     def undo_killed_run(self) -> None:
         """What a run that did not reach its stop left behind, undone by its record."""

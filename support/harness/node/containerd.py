@@ -10,7 +10,10 @@ Settings, and why (measured on this kind of machine):
 - The sandbox image is the locally made pause image (``harness.node.images``).
 - Registries: every registry host resolves to ``127.0.0.1:1``, which refuses at once, so
   an image reference that was not overridden fails locally instead of trying to leave
-  the machine (the chart's default ``ghcr.io/...``, Argo Rollouts' ``quay.io/...``).
+  the machine (Argo Rollouts' ``quay.io/...``, the operator's default image). The one
+  exception is the harness's own registry (``harness.registry``) on the bridge address:
+  its ``hosts.toml`` names it with ``ca`` (its test CA; never ``skip_verify``), so the
+  kubelet pulls from it over verified TLS, with the pod's ``imagePullSecrets``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.node.network import cni_config
@@ -95,14 +98,27 @@ def refusing_hosts_toml() -> str:
             '  capabilities = ["pull", "resolve"]\n')
 
 
-def write_config(settings: NodeSettings) -> Path:
-    """config.toml, the registry hosts and the CNI network list; returns config.toml."""
+def trusted_hosts_toml(host: str, ca_file: Path) -> str:
+    """A registry served over TLS whose certificate ``ca_file`` issued. containerd 1.6
+    refuses a hosts.toml without a ``[host]`` table ("invalid `host` tree"), and tries
+    ``server`` after the ``[host]`` entries: both carry the CA, else every not-found is
+    tried again without it, and the x509 error of that try is what the pod's event shows."""
+    return (f'server = "https://{host}"\nca = "{ca_file}"\n\n'
+            f'[host."https://{host}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{ca_file}"\n')
+
+
+def write_config(settings: NodeSettings, trusted: Mapping[str, Path] | None = None) -> Path:
+    """config.toml, the registry hosts (refusing, but ``trusted``: host -> its CA file)
+    and the CNI network list; returns config.toml."""
     root = settings.state_dir / "containerd"
     root.mkdir(parents=True, exist_ok=True)
-    for host in REGISTRY_HOSTS:
+    hosts = {host: refusing_hosts_toml() for host in REGISTRY_HOSTS}
+    hosts.update({host: trusted_hosts_toml(host, ca) for host, ca in (trusted or {}).items()})
+    for host, text in hosts.items():
         directory = root / "certs.d" / host
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "hosts.toml").write_text(refusing_hosts_toml())
+        (directory / "hosts.toml").write_text(text)
     net = settings.state_dir / "cni" / "net.d"
     net.mkdir(parents=True, exist_ok=True)
     (net / "10-rollgate-node.conflist").write_text(
@@ -126,11 +142,12 @@ def ctr(settings: NodeSettings, *args: str, timeout: float = 300,
     return out
 
 
-def start(plane: ControlPlane, settings: NodeSettings) -> ManagedProcess:
+def start(plane: ControlPlane, settings: NodeSettings,
+          trusted: Mapping[str, Path] | None = None) -> ManagedProcess:
     """Start containerd (a process of the plane: stopped with it) and wait until it
-    answers."""
+    answers; ``trusted`` registries as in :func:`write_config`."""
     started = time.monotonic()
-    path = write_config(settings)
+    path = write_config(settings, trusted)
     proc = plane.spawn(
         "containerd", ["containerd", "--config", str(path)],
         env=plane.child_env(),

@@ -6,7 +6,9 @@
   machine's extra CA certificates are added so pip inside a build reaches PyPI through
   its egress proxy; the image is a local test stand-in and never leaves the machine.
 - ``rollgate``: the repository's unchanged ``Dockerfile``, only ``FROM`` overridden
-  (``buildah build --from``), built with ``--pull=never``.
+  (``buildah build --from``), built with ``--pull=never``. :func:`rollgate_on` builds the
+  same Dockerfile on a base pulled from its registry instead (a release where the real
+  ``python:3.11-slim`` can be pulled: ``make release``), never cached.
 - ``noop-webhook``: hack/noop-webhook (the Go webhook that allows everything,
   ``bench/apply_overhead_node.py``'s floor), the binary ``make k8s`` builds alone in a
   scratch image, as a Go webhook is shipped; built only when a benchmark asks for it.
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -287,13 +290,70 @@ def build_base(buildah: Buildah, archive: Path, mirror: str) -> None:
     buildah.save(BASE_NAME, archive)
 
 
-def build_rollgate(buildah: Buildah, base: Image, name: str, archive: Path) -> None:
+def build_rollgate(buildah: Buildah, base: Image, name: str, archive: Path,
+                   labels: Sequence[str] = (TEST_ONLY_LABEL,)) -> None:
     buildah("pull", "-q", f"oci-archive:{base.archive}")
     # Host network: buildah has no CNI configured here, and pip must reach PyPI.
     buildah("build", "--from", base.name, "--pull=never", "--network", "host",
-            "--isolation", "oci", "--layers=false", "--label", TEST_ONLY_LABEL,
+            "--isolation", "oci", "--layers=false",
+            *(arg for label in labels for arg in ("--label", label)),
             "-t", name, "-f", str(DOCKERFILE), str(REPO_ROOT), timeout=1800)
     buildah.save(name, archive)
+
+
+def archive_digest(archive: Path) -> str:
+    """The digest of the one image manifest an OCI archive holds: what a registry serves
+    it as, and what the kubelet pulls by."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise ImageError(f"{archive}: no index.json: not an OCI archive")
+        manifests = json.load(member).get("manifests")
+    if not isinstance(manifests, list) or len(manifests) != 1:
+        raise ImageError(f"{archive}: expected one image in index.json")
+    return str(manifests[0]["digest"])
+
+
+def release_labels(version: str, *, base_name: str, base_digest: str) -> list[str]:
+    """What a release image says of itself (OCI's annotation keys, as labels): its title
+    and version, and the base it was built on."""
+    return ["org.opencontainers.image.title=rollgate",
+            f"org.opencontainers.image.version={version}",
+            f"org.opencontainers.image.base.name={base_name}",
+            f"org.opencontainers.image.base.digest={base_digest}"]
+
+
+def dockerfile_base(dockerfile: Path = DOCKERFILE) -> str:
+    """The Dockerfile's ``FROM``, fully qualified as Docker resolves a short name
+    (``python:3.11-slim`` is ``docker.io/library/python:3.11-slim``)."""
+    line = next(x for x in dockerfile.read_text().splitlines() if x.split()[:1] == ["FROM"])
+    ref = line.split()[1]
+    first = ref.split("/", 1)[0]
+    if "/" not in ref:
+        return f"docker.io/library/{ref}"
+    if "." not in first and ":" not in first and first != "localhost":
+        return f"docker.io/{ref}"
+    return ref
+
+
+def rollgate_on(base_ref: str, *, version: str, name: str, archive: Path) -> str:
+    """rollgate's image ``version`` on ``base_ref`` pulled from its registry (the host's
+    buildah credentials and CAs), as ``archive``, with :func:`release_labels`; not
+    test-only, never cached. Returns the base's digest."""
+    buildah = Buildah(cache_dir() / f"work-release-{os.getpid()}")
+    try:
+        buildah("pull", "-q", base_ref, timeout=900)
+        digest = buildah("inspect", "--type", "image", "--format", "{{.FromImageDigest}}",
+                         base_ref)
+        labels = release_labels(version, base_name=base_ref, base_digest=digest)
+        buildah("build", "--from", base_ref, "--pull=never", "--network", "host",
+                "--isolation", "oci", "--layers=false",
+                *(arg for label in labels for arg in ("--label", label)),
+                "-t", name, "-f", str(DOCKERFILE), str(REPO_ROOT), timeout=1800)
+        buildah.save(name, archive)
+    finally:
+        buildah.close()
+    return digest
 
 
 def build_rollouts(buildah: Buildah, archive: Path, *, name: str,
@@ -364,6 +424,22 @@ def rollgate() -> Image:
     name = f"{ROLLGATE_REPOSITORY}:{digest[:12]}"
     return ensure("rollgate", digest, name,
                   lambda buildah, archive: build_rollgate(buildah, from_image, name, archive))
+
+
+def rollgate_release(version: str) -> Image:
+    """rollgate's image for release ``version`` on the stand-in base: the test image's
+    build plus :func:`release_labels`, cached by its inputs and those labels. It is not the
+    node's test image (other labels, so another image ID): the node's tests pull this one
+    from the registry with a pull secret, and kubelet 1.35 ties an image pulled with a
+    secret to that secret by its ID (a pod without it gets ErrImageNeverPull)."""
+    from_image = base()
+    labels = [TEST_ONLY_LABEL, *release_labels(version, base_name=BASE_NAME,
+                                               base_digest=archive_digest(from_image.archive))]
+    digest = digest_of([rollgate_inputs(from_image.digest).encode(),
+                        *(label.encode() for label in labels)])
+    name = f"{ROLLGATE_REPOSITORY}:{version}-{digest[:12]}"
+    return ensure("release", digest, name, lambda buildah, archive: build_rollgate(
+        buildah, from_image, name, archive, labels))
 
 
 def rollouts() -> Image:

@@ -81,13 +81,15 @@ def test_global_values_are_accepted():
 
 
 def test_every_default_renders_and_keeps_the_schema():
-    """values.yaml passed back as a values file renders what no values render, lints
-    clean, and validates against the schema (a draft-07 schema, checked as one)."""
+    """values.yaml passed back as a values file (with the one value every install sets,
+    image.repository) renders what no values render, lints clean, and validates against
+    the schema (a draft-07 schema, checked as one)."""
     tool_or_fail()
     jsonschema.Draft7Validator.check_schema(SCHEMA)
     jsonschema.Draft7Validator(SCHEMA).validate(DEFAULTS)
-    assert chart.render(DEFAULTS) == chart.render()
-    out = chart.lint(DEFAULTS)
+    given = chart.merged(DEFAULTS, chart.REQUIRED)
+    assert chart.render(given) == chart.render()
+    out = chart.lint(given)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -242,9 +244,28 @@ def test_image_tag_defaults_to_the_app_version():
         return {c["image"] for spec in specs
                 for c in spec.get("template", {"spec": spec})["spec"]["containers"]}
 
-    assert images({}) == {f"ghcr.io/rollgate/rollgate:{chart.app_version()}"}
+    assert images({}) == {f"{chart.REQUIRED['image']['repository']}:{chart.app_version()}"}
     assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3"}}) == {
         "registry.invalid/rg:1.2.3"}
+    digest = "sha256:" + "0123456789abcdef" * 4
+    assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3",
+                             "digest": digest}}) == {f"registry.invalid/rg@{digest}"}
+
+
+def test_the_image_repository_is_required_and_a_digest_is_a_digest():
+    """No default image (nobody publishes one): without image.repository every install
+    fails naming the value and the page that says where to get it; a digest that is not
+    sha256:<64 hex> is refused by the schema with its path."""
+    tool_or_fail()
+    bare = chart.template({}, required=False, check=False)
+    assert bare.returncode != 0
+    assert ('image.repository is required: the registry path you pushed rollgate\'s image '
+            'to' in bare.stderr), bare.stderr
+    assert '(docs/install.md "Get the image and the chart")' in bare.stderr, bare.stderr
+    for wrong in ("sha256:abc", "0123456789abcdef" * 4, "sha256:" + "A" * 64):
+        refused = chart.template({"image": {"digest": wrong}}, check=False)
+        assert refused.returncode != 0
+        assert "/image/digest" in refused.stderr, refused.stderr
 
 
 # ---------------------------------------------------------------- NetworkPolicy

@@ -5,7 +5,12 @@
   no venv on ``PATH`` but what the README itself activates, an empty ``HOME``, a copy of
   ``examples/``, the kubectl built next to the server on ``PATH`` and the test plane in
   ``KUBECONFIG`` (what ``make dev`` prints to export). Each must exit 0, or the status its
-  comment names (``(exit 1...``).
+  comment names (``(exit 1...``). For docs/install.md "Get the image and the chart": a
+  release's files in ``dist/`` (``make release`` of this commit, on the local stand-in
+  base), the harness's registry (TLS from its own CA, basic auth) as ``REGISTRY``, logged
+  in as ``crane auth login`` leaves a user (Docker's config, the CA in ``SSL_CERT_FILE``),
+  and crane and helm on ``PATH``; afterwards the registry holds the image under the
+  release's digest and the chart as packaged.
   ``bash`` blocks are shown but not run (docs/commands.md "The rollgate command" says which).
 - The sample denial is what ``kubectl apply -f examples/invalid/stage.yaml`` prints.
 - The sample Stage status is what the real Kargo writes for ``make dev``'s example
@@ -15,6 +20,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shlex
@@ -29,10 +35,13 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import chart, registry
 from harness.dev import demo as dev
 from harness.kits.kargo import fresh_project, running_kargo
 from harness.plane import ControlPlane
+from harness.process import free_port
 from reconciler.verification.naming import freight_collection_id
+from releasing import release
 from testkit.paths import REPO_ROOT, documentation
 from testkit.waits import wait_for
 from webhook.admission import review
@@ -85,23 +94,39 @@ def demo_stage(control_plane: ControlPlane) -> Iterator[str]:
     control_plane.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
+@pytest.fixture
+def oci(control_plane: ControlPlane, tmp_path: Path) -> Iterator[registry.Registry]:
+    """The harness's registry on the loopback, for "Get the image and the chart"."""
+    reg = registry.start(control_plane, address="127.0.0.1", port=free_port(),
+                         directory=tmp_path / "registry", name="registry-readme")
+    yield reg
+    control_plane.stop_process(control_plane.process("registry-readme"))
+
+
 def test_every_readme_sh_command_runs_as_written(
-        control_plane: ControlPlane, demo_stage: str, tmp_path: Path) -> None:
+        control_plane: ControlPlane, demo_stage: str, oci: registry.Registry,
+        tmp_path: Path) -> None:
     found = [c for block in blocks("sh") for c in commands(block)]
-    # The README's own promises: the venv, validate, migrate, certs, explain.
+    # The README's own promises: the venv, validate, migrate, certs, explain; install.md's:
+    # a release's files checked, pushed and read back from a registry.
     for needed in ("make venv", "source .venv/bin/activate", "rollgate validate examples/",
                    "rollgate migrate", "rollgate certs generate", "rollgate explain stage",
-                   "kubectl rollgate explain stage"):
+                   "kubectl rollgate explain stage", "(cd dist && sha256sum -c SHA256SUMS)",
+                   "crane push image", "helm push dist/", "helm template rollgate \"oci://"):
         assert any(c.startswith(needed) for c in found), needed
     work = tmp_path / "clone"
     work.mkdir()
     shutil.copytree(REPO_ROOT / "examples", work / "examples")
     (work / ".venv").symlink_to(REPO_ROOT / ".venv")
+    built = release.release(changelog=tmp_path / "CHANGELOG.md", out_dir=work / "dist",
+                            today=dt.date.today(), base=release.STAND_IN)
     home = tmp_path / "home"
     home.mkdir()
-    env = {"PATH": f"{control_plane.binaries.kubectl.parent}:/usr/local/bin:/usr/bin:/bin",
-           "HOME": str(home), "KUBECONFIG": str(control_plane.kubeconfig),
-           "LANG": "C.UTF-8"}
+    tools = f"{registry.binary('crane').parent}:{chart.helm_binary().parent}"
+    env = oci.client_env({
+        "PATH": f"{control_plane.binaries.kubectl.parent}:{tools}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home), "KUBECONFIG": str(control_plane.kubeconfig), "LANG": "C.UTF-8",
+        "REGISTRY": f"{oci.host}/readme"})
 
     result = subprocess.run(["bash", "-c", script(found, REPO_ROOT / ".venv")], cwd=work, env=env,
                             capture_output=True, text=True, timeout=300, check=False)
@@ -115,6 +140,11 @@ def test_every_readme_sh_command_runs_as_written(
     migrated = yaml.safe_load((work / "examples" / "migrate" / "stage-analysis.yaml")
                               .read_text())
     assert "verification" in migrated["spec"] and "analysis" not in migrated["spec"]
+    version = built.artifacts.version
+    assert f"image: {oci.host}/readme/rollgate@{built.image_digest}" in result.stdout
+    assert oci.status(f"/v2/readme/rollgate/manifests/{built.image_digest}") == 200
+    chart_manifest = oci.status(f"/v2/readme/charts/rollgate/manifests/{version}")
+    assert chart_manifest == 200
 
 
 def test_without_the_venv_the_readme_says_what_to_do() -> None:
