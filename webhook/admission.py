@@ -372,8 +372,8 @@ def mutate(request: AdmissionRequest, *, resource: str) -> Outcome:
 def review(body: Any, *, action: Action, resource: str, lookups: Lookups | None = None,
            allow_http_plugins: bool = False) -> Outcome:
     """Body in, response out, on a body already parsed from JSON: the one entry point
-    of both the Flask app and bench/admission.py, so the benchmark times what
-    production runs.
+    of both the server's app (webhook/server/app.py) and bench/admission.py, so the
+    benchmark times what production runs.
 
     Raises :class:`BadReview` for a body that is not an AdmissionReview; any other
     exception is the caller's internal fault (see :func:`fault`).

@@ -218,7 +218,24 @@ class KargoProject(Cluster):
         def verified() -> dict[str, Any] | None:
             condition = self.condition(stage)
             return condition if condition.get("status") == "True" else None
-        return wait_for(f"Kargo to set Verified=True on {stage}", verified, timeout=timeout)
+        try:
+            return wait_for(f"Kargo to set Verified=True on {stage}", verified,
+                            timeout=timeout)
+        except BaseException:
+            print("Stage conditions:", json.dumps(self.condition_list(stage), indent=1))
+            print("AnalysisRuns:", json.dumps(self.analysis_runs(), indent=1))
+            raise
+
+    def condition_list(self, stage: str) -> list[dict[str, Any]]:
+        """Every condition of ``stage`` (for failures)."""
+        conditions: list[dict[str, Any]] = ((self.get("stage", stage) or {}).get("status")
+                                            or {}).get("conditions") or []
+        return conditions
+
+    def analysis_runs(self) -> list[dict[str, Any]]:
+        """Name, phase and message of each AnalysisRun of the namespace (for failures)."""
+        return [{"name": r["metadata"]["name"], **{k: v for k, v in (r.get("status") or {})
+                 .items() if k in ("phase", "message")}} for r in self.items("analysisruns")]
 
     def rollgate_warnings(self) -> list[dict[str, Any]]:
         return [e for e in self.items("events")
