@@ -405,11 +405,15 @@ class ControlPlane:
         started = time.monotonic()
         # Server-side: upstream CRDs are too large for the last-applied annotation.
         self.apply_objects(crds, server_side=True)
-        names = [c["metadata"]["name"] for c in crds]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                     *[f"crd/{n}" for n in names])
-        # Established is not yet "served": wait until discovery lists each resource.
-        deadline = time.monotonic() + 30
+        self.wait_served(crds)
+        self.timed("crds", started)
+
+    def wait_served(self, crds: Sequence[Mapping[str, Any]], *, timeout: float = 60) -> None:
+        """Until discovery lists the resource of each of ``crds``. The API server serves a
+        CRD once it is Established; polling discovery rather than ``kubectl wait
+        --for=condition=Established``, which errors on a CRD whose status has no
+        conditions yet (one created a moment before)."""
+        deadline = time.monotonic() + timeout
         pending = {(c["spec"]["group"], c["spec"]["names"]["plural"]) for c in crds}
         while pending:
             out = self.kubectl("api-resources", "-o", "name", check=False).stdout.split()
@@ -417,9 +421,8 @@ class ControlPlane:
             if not pending:
                 break
             if time.monotonic() > deadline:
-                raise PlaneError(f"CRDs not served after 30s: {sorted(pending)}")
+                raise PlaneError(f"CRDs not served after {timeout:.0f}s: {sorted(pending)}")
             time.sleep(0.2)
-        self.timed("crds", started)
 
     # ------------------------------------------------------------------ identities
 

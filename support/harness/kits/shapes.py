@@ -16,8 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from harness import crds
 from harness.kits.node import NAMESPACE, RECONCILER, pods
 from harness.plane import ControlPlane
@@ -76,10 +74,7 @@ class ServedCrds:
                    if n in self.snapshot]
         if not missing:
             return
-        self.plane.kubectl("apply", "--server-side", "-f", "-",
-                           input="\n---\n".join(yaml.safe_dump(c) for c in missing))
-        self.plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                           *(f"crd/{c['metadata']['name']}" for c in missing))
+        self.plane.install_crds(missing)
 
 
 # --------------------------------------------------------------------------- pods

@@ -102,11 +102,7 @@ def install_crds(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
     as Argo Rollouts' docs apply ``manifests/crds``, and waited for."""
     present = {i["metadata"]["name"] for i in plane.get_json("crd")["items"]}
     missing = [c for c in crds if c["metadata"]["name"] not in present]
-    if missing:
-        plane.kubectl("apply", "--server-side", "-f", "-",
-                      input="\n---\n".join(yaml.safe_dump(c) for c in missing))
-        plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      *(f"crd/{c['metadata']['name']}" for c in missing))
+    plane.install_crds(missing)
 
 
 def rendered(release: str, namespace: str, chart_values: Mapping[str, Any],

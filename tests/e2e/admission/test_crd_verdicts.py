@@ -45,9 +45,8 @@ def plane(request: pytest.FixtureRequest,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     with running_plane(tmp_path_factory.mktemp(request.param),
                        tree_crds=request.param == "upstream-crds") as started:
-        started.kubectl("apply", "-f", str(CORPUS / "crds"))
-        started.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/widgets.test.rollgate.dev")
+        started.install_crds([yaml.safe_load(p.read_text(encoding="utf-8"))
+                              for p in sorted((CORPUS / "crds").glob("*.yaml"))])
         yield started
 
 

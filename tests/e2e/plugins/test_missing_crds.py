@@ -55,8 +55,7 @@ def without_rollout_managers(control_plane: ControlPlane) -> Iterator[dict[str, 
 
 
 def create(plane: ControlPlane, crd: dict[str, Any]) -> None:
-    plane.kubectl("create", "-f", "-", input=json.dumps(crd))
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD}")
+    plane.install_crds([crd])
 
 
 def get(proc: ManagedProcess, path: str) -> tuple[int, str]:
