@@ -166,12 +166,12 @@ def test_d_rollgate_installed_before_the_upstream_crds(cluster: Shapes) -> None:
         "freights.kargo.akuity.io, analysisruns.argoproj.io); "
         f"rollout-plugins ({shapes.ROLLOUT_MANAGERS})")
     helm_test(cluster, {**SKIPPED_STAGE, shapes.ROLLOUT_MANAGER_CHECK: "SKIP"})
-    created = time.monotonic()
     cluster.crds.restore(cluster.crds.upstream())
+    served = time.monotonic()  # discovery lists every upstream CRD
     wait_for("both controllers to start",
              lambda: shapes.leader_readiness(cluster.plane) == "ok", timeout=60)
-    cluster.timings["d: controllers started after the CRDs"] = round(
-        time.monotonic() - created, 1)
+    cluster.timings["d: controllers started after the CRDs were served"] = round(
+        time.monotonic() - served, 1)
     logs = shapes.reconciler_logs(cluster.plane)
     assert logs.count("CRDs served, starting the controller") == 2, logs
     pods_healthy(cluster)
