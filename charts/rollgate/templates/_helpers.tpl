@@ -6,14 +6,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
+{{/* One label scheme per component: every object of the webhook (Deployment, Service,
+PDB, RBAC, certificate Jobs) and of the reconciler (Deployment, PDB, RBAC, metrics
+Service, ServiceMonitor) carries its pods' name label and the common labels. */}}
 {{- define "rollgate.webhookLabels" -}}
 app.kubernetes.io/name: rollgate-webhook
 {{ include "rollgate.labels" . }}
 {{- end }}
 
 {{- define "rollgate.reconcilerLabels" -}}
-app.kubernetes.io/name: rollgate
-app.kubernetes.io/component: reconciler
+app.kubernetes.io/name: rollgate-reconciler
 {{ include "rollgate.labels" . }}
 {{- end }}
 
@@ -26,8 +28,17 @@ chart"). */}}
 {{- if .Values.image.digest -}}
 {{ $repository }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ $repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ $repository }}:{{ include "rollgate.imageTag" . }}
 {{- end }}
+{{- end }}
+
+{{/* image.tag as a string: a tag that YAML reads as a number (`tag: 1.2` in a values
+file, `--set image.tag=12`) is accepted by the schema and written as it was given (a
+whole number without a decimal point); empty: the chart's appVersion. */}}
+{{- define "rollgate.imageTag" -}}
+{{- $tag := .Values.image.tag -}}
+{{- if and (kindIs "float64" $tag) (eq $tag (floor $tag)) }}{{ $tag = int64 $tag }}{{ end -}}
+{{- toString $tag | default .Chart.AppVersion -}}
 {{- end }}
 
 {{/* A pod template's labels: the selector label (name) and part-of, which win over

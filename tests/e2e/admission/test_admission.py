@@ -467,6 +467,8 @@ def test_dev_overlay_is_the_production_install_plus_crds_and_opt_in_rbac(kubectl
     assert not [o for o in production if o["kind"] == "CustomResourceDefinition"]
     for component in ("rollgate-reconciler-engine", "rollgate-reconciler-refresh"):
         assert not [o for o in production if o["metadata"]["name"] == component]
+    # --plugins-mode auto syncs where no operator renders: production has the writes.
+    assert [o for o in production if o["metadata"]["name"] == "rollgate-reconciler-plugins-write"]
     # The refresh component grants exactly `patch` on Stages (not their status).
     (role,) = [o for o in refresh if o["kind"] == "ClusterRole"]
     assert role["rules"] == [{"apiGroups": ["kargo.akuity.io"], "resources": ["stages"],

@@ -58,8 +58,29 @@ def named(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]
     ({"webhook": {"failurePolicy": "Warn"}}, "at '/webhook/failurePolicy'"),
     ({"admissionPolicy": {"enabled": "yes"}},
      "at '/admissionPolicy/enabled': got string, want boolean"),
+    # What would crash-loop a pod or never run: log levels the processes do not know, a
+    # schedule that is not five cron fields, durations the Jobs or cert-manager refuse.
+    ({"reconciler": {"logLevel": "verbose"}}, "at '/reconciler/logLevel': value must be one of"),
+    ({"reconciler": {"logLevel": "trace"}}, "at '/reconciler/logLevel': value must be one of"),
+    ({"webhook": {"logLevel": "DEBUG"}}, "at '/webhook/logLevel': value must be one of"),
+    ({"certificates": {"job": {"renewSchedule": "hourly"}}},
+     "at '/certificates/job/renewSchedule': 'hourly' does not match pattern"),
+    ({"certificates": {"job": {"renewSchedule": "17 * * *"}}},
+     "at '/certificates/job/renewSchedule': '17 * * *' does not match pattern"),
+    ({"certificates": {"job": {"lifetime": "1y"}}},
+     "at '/certificates/job/lifetime': '1y' does not match pattern"),
+    ({"certificates": {"job": {"caLifetime": "0h"}}}, "at '/certificates/job/caLifetime'"),
+    ({"certificates": {"certManager": {"renewBefore": "30 days"}}},
+     "at '/certificates/certManager/renewBefore': '30 days' does not match pattern"),
+    ({"monitoring": {"serviceMonitor": {"interval": "30 s"}}},
+     "at '/monitoring/serviceMonitor/interval': '30 s' does not match pattern"),
+    # Removed: the chart never renders the release namespace (docs/install.md "Helm").
+    ({"namespace": {"create": True}}, "additional properties 'namespace' not allowed"),
 ], ids=["wrong-type", "unknown-key", "nested-typo", "enum", "probe", "label-selector",
-        "top-level", "failure-policy", "admission-policy"])
+        "top-level", "failure-policy", "admission-policy", "reconciler-log-level",
+        "reconciler-log-trace", "webhook-log-level", "cron-word", "cron-four-fields",
+        "lifetime-unit", "lifetime-zero", "cert-manager-duration", "scrape-interval",
+        "namespace-create"])
 def test_lint_and_template_refuse_a_value_the_schema_does_not_allow(values, says):
     tool_or_fail()
     lint = chart.lint(values)
@@ -69,6 +90,56 @@ def test_lint_and_template_refuse_a_value_the_schema_does_not_allow(values, says
     assert template.returncode != 0
     assert "values don't meet the specifications of the schema" in template.stderr
     assert says in template.stderr, template.stderr
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ({"webhook": {"preStopSeconds": 25}},
+     "webhook.terminationGracePeriodSeconds (30) must be at least webhook.preStopSeconds "
+     "(25) + 10 s"),
+    ({"webhook": {"terminationGracePeriodSeconds": 14}},
+     "webhook.terminationGracePeriodSeconds (14) must be at least webhook.preStopSeconds "
+     "(5) + 10 s"),
+    ({"webhook": {"replicas": 1}},
+     "webhook.podDisruptionBudget.minAvailable (1) with webhook.replicas (1) blocks every "
+     "node drain"),
+    ({"reconciler": {"replicas": 1}},
+     "reconciler.podDisruptionBudget.minAvailable (1) with reconciler.replicas (1) blocks "
+     "every node drain"),
+    ({"reconciler": {"replicas": 2, "podDisruptionBudget": {"minAvailable": 3}}},
+     "reconciler.podDisruptionBudget.minAvailable (3) with reconciler.replicas (2)"),
+    ({"webhook": {"podDisruptionBudget": {"minAvailable": "100%"}}},
+     "webhook.podDisruptionBudget.minAvailable (100%) blocks every node drain"),
+], ids=["pre-stop", "grace-period", "webhook-one-replica", "reconciler-one-replica",
+        "more-than-replicas", "percent"])
+def test_template_refuses_values_that_block_with_both_values_named(values, says):
+    """What JSON schema cannot compare (two values) the chart refuses itself (`fail`):
+    `helm template`, `install` and `upgrade` stop; `helm lint`, which renders in lint
+    mode, reports the message without failing."""
+    tool_or_fail()
+    lint = chart.lint(values)
+    assert f"Fail: {says}" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    template = chart.template(values, check=False)
+    assert template.returncode != 0
+    assert says in template.stderr, template.stderr
+
+
+@pytest.mark.parametrize("values", [
+    {"webhook": {"preStopSeconds": 20}},  # 30 = 20 + 10: fits exactly
+    {"webhook": {"replicas": 1, "podDisruptionBudget": {"enabled": False}},
+     "reconciler": {"replicas": 1, "podDisruptionBudget": {"minAvailable": 0}}},
+    {"webhook": {"replicas": 3, "podDisruptionBudget": {"minAvailable": 2}},
+     "reconciler": {"podDisruptionBudget": {"minAvailable": "50%"}}},
+    {"reconciler": {"logLevel": "debug"}, "webhook": {"logLevel": "warning"},
+     "certificates": {"job": {"renewSchedule": "@hourly", "lifetime": "1h30m"},
+                      "certManager": {"duration": "2160h0m0s", "renewBefore": "1.5h"}},
+     "monitoring": {"serviceMonitor": {"interval": "1m30s"}}},
+], ids=["grace-exact", "one-replica-without-blocking", "spare-pods", "well-formed"])
+def test_the_neighbours_of_each_refusal_render(values):
+    """The refusals are no wider than what would block or crash-loop."""
+    tool_or_fail()
+    out = chart.lint(values)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert chart.render(values)
 
 
 def test_global_values_are_accepted():
@@ -132,6 +203,28 @@ def test_the_schema_enums_are_the_processes_choices():
     assert sorted(reconciler["controllers"]["items"]["enum"]) == sorted(
         k for k in REGISTRY if "/" not in k)
     assert DEFAULTS["reconciler"]["controllers"] == list(DEFAULT_CONTROLLERS)
+
+
+def test_the_log_level_enums_are_what_each_process_accepts():
+    """The webhook's enum is its parser's choices; every level of the reconciler's enum
+    is one its logging set-up (root.setLevel(level.upper())) takes, so none crash-loops
+    the pod, and the names that did (`verbose`, `trace`) are not in it."""
+    import logging
+
+    from webhook.__main__ import parser
+
+    webhook = SCHEMA["properties"]["webhook"]["properties"]["logLevel"]["enum"]
+    (action,) = [a for a in parser()._actions if "--log-level" in a.option_strings]
+    assert action.choices is not None
+    assert sorted(v for v in webhook if v is not None) == sorted(action.choices)
+    levels = [v for v in SCHEMA["properties"]["reconciler"]["properties"]["logLevel"]["enum"]
+              if v is not None]
+    for level in levels:
+        logging.getLogger("rollgate-schema-check").setLevel(level.upper())
+    for wrong in ("verbose", "trace"):
+        assert wrong not in levels
+        with pytest.raises(ValueError, match="Unknown level"):
+            logging.getLogger("rollgate-schema-check").setLevel(wrong.upper())
 
 
 # ---------------------------------------------------------------- pod values
@@ -247,6 +340,12 @@ def test_image_tag_defaults_to_the_app_version():
     assert images({}) == {f"{chart.REQUIRED['image']['repository']}:{chart.app_version()}"}
     assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3"}}) == {
         "registry.invalid/rg:1.2.3"}
+    # A tag YAML reads as a number: the schema takes it, the image names it as written.
+    for tag, want in ((1.2, "1.2"), (12, "12"), (20240101, "20240101")):
+        assert images({"image": {"repository": "registry.invalid/rg", "tag": tag}}) == {
+            f"registry.invalid/rg:{want}"}, tag
+    given = chart.template(extra=("--set", "image.tag=12")).stdout
+    assert "image: registry.invalid/rollgate:12\n" in given
     digest = "sha256:" + "0123456789abcdef" * 4
     assert images({"image": {"repository": "registry.invalid/rg", "tag": "1.2.3",
                              "digest": digest}}) == {f"registry.invalid/rg@{digest}"}
@@ -266,6 +365,32 @@ def test_the_image_repository_is_required_and_a_digest_is_a_digest():
         refused = chart.template({"image": {"digest": wrong}}, check=False)
         assert refused.returncode != 0
         assert "/image/digest" in refused.stderr, refused.stderr
+
+
+def test_every_object_of_a_component_has_its_label_scheme():
+    """The objects of the webhook and of the reconciler (Deployment, Service, PDB, RBAC,
+    ServiceMonitor, NetworkPolicy) carry one set of labels per component, its pods' name;
+    the ServiceMonitor selects the reconciler's metrics Service by it."""
+    tool_or_fail()
+    objects = chart.render({"monitoring": {"serviceMonitor": {"enabled": True}},
+                            "networkPolicy": {"enabled": True},
+                            "reconciler": {"stageVerification": "engine",
+                                           "refreshLagging": True}})
+    for name in ("rollgate-webhook", "rollgate-reconciler"):
+        want = deployment(objects, name)["metadata"]["labels"]
+        assert want["app.kubernetes.io/name"] == name
+        assert want["app.kubernetes.io/part-of"] == "rollgate"
+        mine = [o for o in objects if o["metadata"]["name"].startswith(name)
+                and o["kind"] not in ("Job", "Pod")]
+        assert len(mine) >= 8, [o["kind"] for o in mine]
+        for obj in mine:
+            assert obj["metadata"]["labels"] == want, (obj["kind"], obj["metadata"]["name"])
+    service = named(objects, "Service")["rollgate-reconciler-metrics"]
+    monitor = named(objects, "ServiceMonitor")["rollgate-reconciler"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert not [o for o in objects if (o["metadata"].get("labels") or {}).get(
+        "app.kubernetes.io/name") == "rollgate"]
 
 
 # ---------------------------------------------------------------- NetworkPolicy
