@@ -61,21 +61,36 @@ def _certificate_not_after() -> Gauge:
     )
 
 
+@functools.cache
+def _certificate_not_before() -> Gauge:
+    # With notAfter it places the renewal point (two thirds of the lifetime, as
+    # `rollgate certs renew` and cert-manager renew), which the renewal-overdue alert
+    # needs; the earliest too, so both come from the oldest certificate still served.
+    return Gauge(
+        "rollgate_webhook_certificate_not_before_timestamp_seconds",
+        "notBefore of the serving certificate, in Unix seconds: the earliest among the "
+        "live workers (with notAfter: when it is due for renewal).",
+        multiprocess_mode="livemin",
+    )
+
+
 def collectors() -> tuple[Counter | Histogram | Gauge, ...]:
     """Every collector the webhook exports, for the generated metrics reference
-    (docs/metrics.md). It builds the certificate gauge, so no worker calls it."""
-    return REQUESTS, LATENCY, LOOKUPS, _certificate_not_after()
+    (docs/metrics.md). It builds the certificate gauges, so no worker calls it."""
+    return REQUESTS, LATENCY, LOOKUPS, _certificate_not_after(), _certificate_not_before()
 
 
 def record_certificate(certfile: str) -> None:
-    """Set the notAfter gauge from the first certificate in ``certfile``; a file that
-    cannot be read or parsed leaves it as it was (TLS reports that one)."""
+    """Set the notAfter and notBefore gauges from the first certificate in
+    ``certfile``; a file that cannot be read or parsed leaves them as they were (TLS
+    reports that one)."""
     try:
         with open(certfile, "rb") as handle:
             cert = x509.load_pem_x509_certificate(handle.read())
     except (OSError, ValueError):
         return
     _certificate_not_after().set(cert.not_valid_after_utc.timestamp())
+    _certificate_not_before().set(cert.not_valid_before_utc.timestamp())
 
 
 @functools.cache

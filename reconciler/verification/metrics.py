@@ -15,7 +15,7 @@ from prometheus_client import Counter, Histogram
 
 from schemas.objects import meta_of
 
-from .payloads import parse_time, promotion_finished_at
+from .payloads import outcome, parse_time, promotion_finished_at
 
 BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 
@@ -24,7 +24,8 @@ class VerificationMetrics:
     def __init__(self) -> None:
         self.verifications = Counter(
             "rollgate_verifications_finished", "Verifications that finished, by namespace, "
-            "stage and phase", ["namespace", "stage", "phase"], registry=None,
+            "stage and phase (a user's abort is Aborted, also where Kargo records it "
+            "Failed)", ["namespace", "stage", "phase"], registry=None,
         )
         self.verification_duration = Histogram(
             "rollgate_verification_duration_seconds", "Start to finish of a verification",
@@ -51,10 +52,11 @@ class VerificationMetrics:
 
     def record_finished(self, *, namespace: str, stage: Mapping[str, Any],
                         entry: Mapping[str, Any]) -> None:
-        """Count a finished verification; its duration and, on success, the seconds from
-        the promotion's end to ``Verified`` (engine and observe modes alike)."""
+        """Count a finished verification under its :func:`outcome` (a user's abort is
+        ``Aborted``, also where Kargo wrote ``Failed``); its duration and, on success, the
+        seconds from the promotion's end to ``Verified`` (engine and observe modes alike)."""
         name = meta_of(stage).get("name") or ""
-        phase = str(entry.get("phase"))
+        phase = outcome(entry)
         self.verifications.labels(namespace, name, phase).inc()
         started, ended = parse_time(entry.get("startTime")), parse_time(entry.get("finishTime"))
         if started is not None and ended is not None and ended >= started:

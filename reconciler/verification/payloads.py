@@ -35,6 +35,10 @@ Phase = Literal["Pending", "Running", "Successful", "Failed", "Error", "Inconclu
 FINISHED: Final[frozenset[str]] = frozenset(
     {"Successful", "Failed", "Error", "Inconclusive", "Aborted"})
 
+# Kargo v1.11.2 records a user's abort (kargo.akuity.io/abort) as phase Failed with this
+# message, where engine mode records Aborted (docs/verification.md "Observe mode").
+KARGO_ABORT_MESSAGE: Final = "Verification aborted by user"
+
 # Kargo's refresh request (api/v1alpha1 AnnotationKeyRefresh): a new value makes
 # Kargo's controller reconcile the object at once; its CLI and UI write the time of
 # the request (pkg/api/refresh.go, RFC 3339).
@@ -164,6 +168,16 @@ def current_verification(collection: Mapping[str, Any] | None) -> VerificationIn
     """A collection's latest verification (Kargo's ``VerificationInfoStack.Current()``)."""
     history = verification_history(collection)
     return history[0] if history else None
+
+
+def outcome(entry: Mapping[str, Any]) -> str:
+    """The phase a finished entry is counted under: its own, but ``Aborted`` for Kargo's
+    record of a user's abort, so an abort reads the same in both modes and the failure
+    alert does not page on it (docs/operating.md "RollgateVerificationFailed")."""
+    phase = str(entry.get("phase"))
+    if phase == "Failed" and entry.get("message") == KARGO_ABORT_MESSAGE:
+        return "Aborted"
+    return phase
 
 
 def run_of(entry: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
-"""The certificate notAfter gauge across gunicorn workers: a worker that has loaded the
-app but not yet read its certificate must not show on /metrics as notAfter 0, which
-would fire the expiry alerts while a worker starts."""
+"""The certificate notAfter and notBefore gauges across gunicorn workers: a worker that
+has loaded the app but not yet read its certificate must not show on /metrics as 0,
+which would fire the expiry and renewal-overdue alerts while a worker starts."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from webhook import metrics
 
 def samples():
     text = metrics.exposition()[0].decode()
-    return [float(line.split()[-1]) for line in text.splitlines()
-            if line.startswith("rollgate_webhook_certificate_not_after_timestamp_seconds")]
+    return {name: [float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith(f"rollgate_webhook_certificate_{name}_timestamp_seconds")]
+            for name in ("not_after", "not_before")}
 
 booting = samples()
 metrics.record_certificate(sys.argv[1])
@@ -32,7 +33,7 @@ print(json.dumps({"booting": booting, "ready": samples()}))
 """
 
 
-def test_a_starting_worker_shows_no_notafter_until_it_read_its_certificate(
+def test_a_starting_worker_shows_no_validity_until_it_read_its_certificate(
         tmp_path: Path) -> None:
     paths = certs.generate(tmp_path / "certs")
     metrics_dir = tmp_path / "metrics"
@@ -43,6 +44,7 @@ def test_a_starting_worker_shows_no_notafter_until_it_read_its_certificate(
         capture_output=True, text=True, timeout=60, check=True,
     )
     seen = json.loads(result.stdout)
-    not_after = x509.load_pem_x509_certificate(
-        paths.tls_cert.read_bytes()).not_valid_after_utc.timestamp()
-    assert seen == {"booting": [], "ready": [not_after]}
+    cert = x509.load_pem_x509_certificate(paths.tls_cert.read_bytes())
+    assert seen == {"booting": {"not_after": [], "not_before": []},
+                    "ready": {"not_after": [cert.not_valid_after_utc.timestamp()],
+                              "not_before": [cert.not_valid_before_utc.timestamp()]}}

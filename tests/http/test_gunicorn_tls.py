@@ -213,7 +213,7 @@ def _rotation(srv: Server, paths: certs.CertPaths) -> None:
     """New files on disk, and new connections get the new certificate."""
     assert srv.served_cert() == _der(paths.tls_cert)
     old_der = _der(paths.tls_cert)
-    assert _not_after_gauge(srv) == _not_after(paths.tls_cert)
+    assert _validity_gauges(srv) == _validity(paths.tls_cert)
     certs.generate(paths.out_dir, reuse_ca=True, lifetime=dt.timedelta(days=30))
     new_der = _der(paths.tls_cert)
     assert new_der != old_der
@@ -222,26 +222,33 @@ def _rotation(srv: Server, paths: certs.CertPaths) -> None:
     served = {srv.served_cert() for _ in range(6)}
     assert served == {new_der}, "a connection was served the old certificate"
     assert "certificate reloaded" in srv.log.read_text()
-    # /metrics shows the earliest notAfter among the workers: every one serves the new.
-    assert _not_after_gauge(srv) == _not_after(paths.tls_cert)
+    # /metrics shows the earliest notBefore and notAfter among the workers: every one
+    # serves the new, so both are the new certificate's (the renewal-overdue alert
+    # places the renewal point from the two).
+    assert _validity_gauges(srv) == _validity(paths.tls_cert)
 
 
-def _not_after(path: Path) -> float:
+def _validity(path: Path) -> tuple[float, float]:
+    """notBefore and notAfter of the certificate in ``path``."""
     cert = x509.load_pem_x509_certificate(path.read_bytes())
-    return cert.not_valid_after_utc.timestamp()
+    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
 
 
-def _not_after_gauge(srv: Server) -> float:
-    """rollgate_webhook_certificate_not_after_timestamp_seconds as /metrics shows it."""
+def _validity_gauges(srv: Server) -> tuple[float, float]:
+    """rollgate_webhook_certificate_not_{before,after}_timestamp_seconds as /metrics
+    shows them."""
     conn = srv.connect()
     try:
         conn.request("GET", "/metrics")
         text = conn.getresponse().read().decode()
     finally:
         conn.close()
-    [value] = [float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("rollgate_webhook_certificate_not_after_timestamp_seconds")]
-    return value
+    values = []
+    for name in ("not_before", "not_after"):
+        [value] = [float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith(f"rollgate_webhook_certificate_{name}_timestamp_seconds")]
+        values.append(value)
+    return values[0], values[1]
 
 
 def _review(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResponse:

@@ -183,11 +183,17 @@ namespaceSelector:
     - {{ .Release.Namespace }}
 {{- end }}
 
-{{/* The spec of a Job that runs `rollgate certs` (dict: root, serviceAccount, script). */}}
+{{/* The spec of a Job that runs `rollgate certs` (dict: root, serviceAccount, script;
+ttl: the hook Jobs' ttlSecondsAfterFinished; restartPolicy, OnFailure unless given). The
+CronJob's Jobs get no TTL and restartPolicy Never, so a failed run stays, with the pod of
+each attempt and its log, until its history limit removes it (with OnFailure the Job
+controller deletes the pod when the Job fails). */}}
 {{- define "rollgate.certsJobSpec" -}}
 {{- $ := .root -}}
 backoffLimit: 3
-ttlSecondsAfterFinished: 600
+{{- with .ttl }}
+ttlSecondsAfterFinished: {{ . }}
+{{- end }}
 template:
   metadata:
     labels:
@@ -195,7 +201,7 @@ template:
       app.kubernetes.io/part-of: rollgate
   spec:
     serviceAccountName: {{ .serviceAccount }}
-    restartPolicy: OnFailure
+    restartPolicy: {{ .restartPolicy | default "OnFailure" }}
     {{- with $.Values.imagePullSecrets }}
     imagePullSecrets:
       {{- toYaml . | nindent 6 }}

@@ -1,6 +1,7 @@
 """The docs site (mkdocs.yml, docs/) builds with ``mkdocs build --strict``: mkdocs'
 link, anchor and nav checks are set to warn, which --strict turns into failures. The
-README is outside the site, so its links are checked here against the built pages."""
+README and the alerts' runbook links are outside the site, so their links are checked
+here against the built pages."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import chart
 from testkit.paths import REPO_ROOT
 
 
@@ -58,6 +60,15 @@ def broken_links(readme: str, site: Path) -> list[str]:
 
 def test_the_readme_links_to_pages_and_headings_that_exist(site: Path) -> None:
     assert broken_links((REPO_ROOT / "README.md").read_text(), site) == []
+
+
+def test_every_alerts_runbook_url_names_a_heading_of_the_built_page(site: Path) -> None:
+    """charts/rollgate/files/alerts.yaml links each alert to its section of a docs page
+    (docs/operating.md "Alert runbooks"), by its URL in the repository."""
+    links = [r["annotations"]["runbook_url"].split("/blob/main/", 1)[1]
+             for r in chart.alert_rules()]
+    assert len(links) == len(chart.alert_rules()) and all("#" in link for link in links)
+    assert broken_links("".join(f"[r]({link})" for link in links), site) == []
 
 
 def test_a_broken_readme_link_is_found(site: Path) -> None:

@@ -145,9 +145,12 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
     assert project.events("StaleVerificationRun") == []
     assert metric(observer, "rollgate_verification_anomalies_total",
                   kind="StaleVerificationRun") == 0
+    # Counted as an abort, not a failure: RollgateVerificationFailed does not page on it.
     wait_for("the aborted verification counted", lambda: metric(
         observer, "rollgate_verifications_finished_total", namespace=project.ns,
-        stage="uat", phase="Failed") == 1)
+        stage="uat", phase="Aborted") == 1)
+    assert metric(observer, "rollgate_verifications_finished_total", namespace=project.ns,
+                  stage="uat", phase="Failed") == 0
     assert project.rollgate_writes() == {}
 
 

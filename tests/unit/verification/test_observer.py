@@ -131,6 +131,33 @@ def test_a_recorded_entry_is_not_lagging() -> None:
     assert events_of(ctx).reasons() == [] and api.writes() == []
 
 
+def finished_count(controller: VerificationObserver, phase: str) -> float | None:
+    registry = CollectorRegistry()
+    for collector in controller.collectors:
+        registry.register(collector)
+    return registry.get_sample_value("rollgate_verifications_finished_total",
+                                     {"namespace": NS, "stage": "prod", "phase": phase})
+
+
+@pytest.mark.parametrize(("message", "counted"), [
+    ("Verification aborted by user", "Aborted"),  # how Kargo v1.11.2 records an abort
+    ('Metric "verdict" assessed Failed due to failed (2) > failureLimit (1)', "Failed"),
+])
+def test_kargos_abort_is_counted_aborted_and_a_failure_failed(message: str,
+                                                              counted: str) -> None:
+    """The failure alert pages on phase Failed; a user's abort must not be one."""
+    controller = observer()
+    api = make_api(entry_phase="Failed")
+    stage = api.get(STAGE, NS, "prod")
+    assert stage is not None
+    stage["status"]["freightHistory"][0]["verificationHistory"][0].update(
+        message=message, finishTime=stamp(-1))  # finished after the observer started
+    api.put(STAGE, stage)
+    reconcile(controller, context(api, controller=controller))
+    other = ({"Aborted", "Failed"} - {counted}).pop()
+    assert (finished_count(controller, counted), finished_count(controller, other)) == (1, None)
+
+
 def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
     api = make_api()
     controller = observer(refresh_lagging=True)
