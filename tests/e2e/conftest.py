@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.host_rollgate import HostRollgate
-from harness.kits.plane import fresh_namespace, rollgate_on, running_plane
+from harness.kits.plane import fresh_namespace, namespaces_left, rollgate_on, running_plane
 from harness.kits.verification import Cluster, MetricServer, metric_server, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
@@ -41,6 +41,8 @@ def session_plane(
     the first test, which pytest shows when something fails."""
     with running_plane(tmp_path_factory.mktemp("controlplane"), verbose=True) as plane:
         yield plane, rollgate_on(plane)
+        left = namespaces_left(plane)
+        assert not left, f"namespaces the tests deleted still Terminating: {left}"
 
 
 @pytest.fixture(scope="session")

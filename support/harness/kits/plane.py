@@ -8,6 +8,7 @@ imports pytest."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,11 +59,32 @@ def rollgate_on(plane: ControlPlane, *, webhook: bool = True,
 
 @contextmanager
 def fresh_namespace(plane: ControlPlane) -> Iterator[str]:
-    """A fresh namespace, deleted afterwards (without waiting for it to go)."""
+    """A fresh namespace, deleted afterwards (without waiting for it to go: the session
+    waits once for all of them, ``namespaces_left``)."""
     name = objects.fresh_name()
     plane.kubectl("create", "namespace", name)
     yield name
     plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def terminating(plane: ControlPlane) -> dict[str, str]:
+    """Each namespace being deleted, with what its status says still holds it."""
+    return {ns["metadata"]["name"]: "; ".join(
+        c.get("message", "") for c in (ns.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True") or "no condition yet"
+        for ns in plane.get_json("namespaces")["items"]
+        if ns["metadata"].get("deletionTimestamp")}
+
+
+def namespaces_left(plane: ControlPlane, *, timeout: float = 120) -> dict[str, str]:
+    """Until no namespace is Terminating; those still Terminating after ``timeout`` (a
+    finalizer nothing removes: a controller stopped before the objects it finalizes were
+    deleted), each with what holds it. Tests delete their namespaces without waiting;
+    the session's end waits for them once, so none outlives the session unnoticed."""
+    deadline = time.monotonic() + timeout
+    while (left := terminating(plane)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
 
 
 def tool_or_fail() -> None:

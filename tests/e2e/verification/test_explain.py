@@ -37,13 +37,16 @@ def kargo(control_plane: ControlPlane) -> Iterator[ManagedProcess]:
 
 @pytest.fixture
 def project(control_plane: ControlPlane, namespace: str, metrics: MetricServer,
-            argo_rollouts: Any, kargo: Any) -> KargoProject:
+            argo_rollouts: Any, kargo: Any) -> Iterator[KargoProject]:
     p = KargoProject.labelled(control_plane, namespace)
     template = verdict_template(metrics.url, name=TEMPLATE, count=2, interval="4s")
     template["spec"]["metrics"][0]["failureLimit"] = 1  # a failing verdict: both measured
     p.apply(template)
     p.freight("a1")
-    return p
+    yield p
+    # While Kargo runs: it removes its finalizer from the Stages it verified, which
+    # would otherwise hold the namespace Terminating once this module's Kargo stops.
+    control_plane.kubectl("delete", "stages", "--all", "-n", namespace, "--timeout=60s")
 
 
 def user_env(plane: ControlPlane) -> dict[str, str]:
