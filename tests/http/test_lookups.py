@@ -14,6 +14,7 @@ from prometheus_client import generate_latest
 
 import schemas
 import webhook
+from schemas.kinds import API_VERSION_ARGO
 from testkit import reviews
 from testkit.webhook_client import Client
 from webhook import metrics
@@ -217,7 +218,7 @@ def template_api():
             gets.append(self.path)
             kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
                 else "AnalysisTemplate"
-            body = json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": kind,
+            body = json.dumps({"apiVersion": API_VERSION_ARGO, "kind": kind,
                                "metadata": {"name": self.path.rsplit("/", 1)[1]},
                                "spec": {"metrics": [{"name": kind.lower(), "provider": {
                                    "web": {"url": "http://metrics.example/q"}}}]}}).encode()
