@@ -21,15 +21,12 @@ by a request count and a time limit; traffic stays on 127.0.0.1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import multiprocessing
-import os
-import signal
-import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,10 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
-import certs
 import webhook
+from certs.generate import CertPaths
 from testkit import reviews
 from testkit.webhook_client import Client
+from testkit.webhook_server import WebhookServer, serve
 from webhook import admission
 from webhook.__main__ import BENCH_NOOP_ENV
 from webhook.config import WebhookConfig
@@ -143,13 +141,6 @@ def bench_in_process(*, iterations: int, max_seconds: float) -> list[Result]:
 # ------------------------------------------------------------------- over TLS
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _client_process(port: int, ca_file: str, path: str, raw: bytes, threads: int,
                     max_requests: int, duration: float, expect: bool) -> list[float]:
     """One client process: ``threads`` kept-alive HTTPS connections, each sending until
@@ -194,46 +185,12 @@ def _client_process(port: int, ca_file: str, path: str, raw: bytes, threads: int
     return [x for slot in out for x in slot]
 
 
-class Server:
-    """``python -m webhook`` with the no-op route, on a free loopback port."""
-
-    def __init__(self, *, workdir: Path, workers: int, threads: int, repo: Path = REPO) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.paths = certs.generate(workdir / "certs")
-        self.port = _free_port()
-        env = {**os.environ, BENCH_NOOP_ENV: "1"}
-        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-        self.log = (workdir / "webhook.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{self.port}",
-             "--tls-cert-file", str(self.paths.tls_cert),
-             "--tls-key-file", str(self.paths.tls_key),
-             "--workers", str(workers), "--threads", str(threads), "--log-level", "warning"],
-            cwd=repo, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )
-        context = ssl.create_default_context(cafile=str(self.paths.ca_cert))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context,
-                                                   timeout=2)
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("webhook did not start; see " + self.log.name)
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+def serve_noop(directory: Path, *, workers: int, threads: int, repo: Path = REPO
+               ) -> contextlib.AbstractContextManager[tuple[WebhookServer, CertPaths]]:
+    """``python -m webhook`` with the no-op route (``BENCH_NOOP_ENV``), warnings only in
+    its log, run from ``repo``."""
+    return serve(directory, workers=workers, threads=threads, args=("--log-level", "warning"),
+                 env={BENCH_NOOP_ENV: "1"}, repo=repo)
 
 
 def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
@@ -252,37 +209,36 @@ def bench_tls(*, duration: float, max_requests: int, clients: int, threads: int,
     seconds: dict[tuple[str, str], float] = dict.fromkeys(names, 0.0)
     round_rps: list[dict[tuple[str, str], float]] = []
     per_slice = duration / rounds
-    with tempfile.TemporaryDirectory(prefix="rollgate-bench-") as tmp:
-        running: dict[str, Server] = {}
-        try:
-            for mode, repo in servers.items():
-                running[mode] = Server(workdir=Path(tmp) / mode, workers=server_workers,
-                                       threads=server_threads, repo=repo)
-            ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(clients) as pool:
-                for rnd in range(-1, rounds):  # round -1 warms up and is not counted
-                    shift = max(rnd, 0) % len(plan)
-                    this_round: dict[tuple[str, str], float] = {}
-                    for mode, case in plan[shift:] + plan[:shift]:
-                        server = running[mode]
-                        raw = json.dumps(case["body"]).encode()
-                        limit = 50 if rnd < 0 else max_requests // (clients * rounds)
-                        args = (server.port, str(server.paths.ca_cert), case["path"], raw,
-                                threads, limit, 1.0 if rnd < 0 else per_slice,
-                                case["allowed"])
-                        started = time.perf_counter()
-                        parts = pool.starmap(_client_process, [args] * clients)
-                        if rnd >= 0:
-                            took = time.perf_counter() - started
-                            done = [x for part in parts for x in part]
-                            seconds[mode, case["name"]] += took
-                            latencies[mode, case["name"]] += done
-                            this_round[mode, case["name"]] = len(done) / took
+    with tempfile.TemporaryDirectory(prefix="rollgate-bench-") as tmp, \
+            contextlib.ExitStack() as stack:
+        running: dict[str, WebhookServer] = {}
+        for mode, repo in servers.items():
+            workdir = Path(tmp) / mode
+            workdir.mkdir()
+            running[mode], _ = stack.enter_context(serve_noop(
+                workdir, workers=server_workers, threads=server_threads, repo=repo))
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(clients) as pool:
+            for rnd in range(-1, rounds):  # round -1 warms up and is not counted
+                shift = max(rnd, 0) % len(plan)
+                this_round: dict[tuple[str, str], float] = {}
+                for mode, case in plan[shift:] + plan[:shift]:
+                    server = running[mode]
+                    raw = json.dumps(case["body"]).encode()
+                    limit = 50 if rnd < 0 else max_requests // (clients * rounds)
+                    args = (server.port, str(server.ca_file), case["path"], raw,
+                            threads, limit, 1.0 if rnd < 0 else per_slice,
+                            case["allowed"])
+                    started = time.perf_counter()
+                    parts = pool.starmap(_client_process, [args] * clients)
                     if rnd >= 0:
-                        round_rps.append(this_round)
-        finally:
-            for server in running.values():
-                server.stop()
+                        took = time.perf_counter() - started
+                        done = [x for part in parts for x in part]
+                        seconds[mode, case["name"]] += took
+                        latencies[mode, case["name"]] += done
+                        this_round[mode, case["name"]] = len(done) / took
+                if rnd >= 0:
+                    round_rps.append(this_round)
     results = []
     for mode, name in names:
         result = _summary(name, mode, latencies[mode, name], seconds[mode, name])

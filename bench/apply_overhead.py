@@ -67,13 +67,12 @@ from harness.host_rollgate import HostRollgate
 from harness.kits.plane import plane_with_rollgate
 from harness.plane import ControlPlane
 from schemas.constants import RESERVED_LABEL_KEYS, RESERVED_LABEL_PREFIX
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import GROUP_KARGO, VERSION_KARGO
 from testkit import objects
 
 ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench-apply"
-KARGO = (GROUP_KARGO, "v1alpha1")
 SETUPS = ("none", "rollgate", "noop", "cel")
 BASE = "rollgate-base"  # rollgate from another checkout (--base-tree)
 VALIDATE_STAGES = "validate-stages.rollgate.dev"
@@ -126,7 +125,7 @@ def policy_objects(namespace_selector: dict[str, Any]) -> list[dict[str, Any]]:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
-                "apiGroups": [KARGO[0]], "apiVersions": [KARGO[1]],
+                "apiGroups": [GROUP_KARGO], "apiVersions": [VERSION_KARGO],
                 "operations": ["CREATE", "UPDATE"], "resources": ["stages"],
             }]},
             "matchConditions": [{
@@ -319,7 +318,7 @@ def timed_creates(co: client.CustomObjectsApi, prefix: str, count: int) -> list[
     for i in range(count):
         body = stage(f"{prefix}-{i}")
         started = time.perf_counter()
-        co.create_namespaced_custom_object(*KARGO, NS, "stages", body)
+        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, NS, "stages", body)
         out.append(time.perf_counter() - started)
     return out
 
@@ -374,7 +373,7 @@ def run_rounds(co: client.CustomObjectsApi, setups: Setups, names: tuple[str, ..
             run.calls[setup][1] += after[1] - before[1]
             run.latencies[setup] += done
             medians[setup] = statistics.median(done) * 1e3
-            co.delete_collection_namespaced_custom_object(*KARGO, NS, "stages")
+            co.delete_collection_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, NS, "stages")
         run.per_round.append(medians)
         print(f"round {rnd + 1}/{rounds}: " + ", ".join(
             f"{s} {medians[s]:.2f} ms" for s in names), file=sys.stderr, flush=True)

@@ -47,7 +47,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.admission import Server
+from bench.admission import serve_noop
 from schemas.constants import ANNOTATION_REVERIFY
 from testkit import reviews
 
@@ -362,24 +362,23 @@ def run(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any],
     per_client = args.requests // args.clients
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="rollgate-fuzz-") as tmp:
-        server = Server(workdir=Path(tmp), workers=2, threads=4)
-        stop, out = ctx.Event(), ctx.Queue()
-        probe = ctx.Process(target=_probe, args=(server.port, str(server.paths.ca_cert),
-                                                 args.probe_every_ms / 1e3, stop, out))
-        started = time.perf_counter()
-        try:
-            probe.start()
-            with ctx.Pool(args.clients) as pool:
-                parts = pool.starmap(_client, [
-                    (server.port, str(server.paths.ca_cert), args.seed + i, per_client,
-                     args.threads, args.oversize_every) for i in range(args.clients)])
-            stop.set()
-            probed = out.get(timeout=60)
-            probe.join(30)
-        finally:
-            took = time.perf_counter() - started
-            stop.set()
-            server.stop()
+        with serve_noop(Path(tmp), workers=2, threads=4) as (server, _):
+            stop, out = ctx.Event(), ctx.Queue()
+            probe = ctx.Process(target=_probe, args=(server.port, str(server.ca_file),
+                                                     args.probe_every_ms / 1e3, stop, out))
+            started = time.perf_counter()
+            try:
+                probe.start()
+                with ctx.Pool(args.clients) as pool:
+                    parts = pool.starmap(_client, [
+                        (server.port, str(server.ca_file), args.seed + i, per_client,
+                         args.threads, args.oversize_every) for i in range(args.clients)])
+                stop.set()
+                probed = out.get(timeout=60)
+                probe.join(30)
+            finally:
+                took = time.perf_counter() - started
+                stop.set()
         log = (Path(tmp) / "webhook.log").read_text(errors="replace")
     return parts, probed, took, log
 

@@ -87,14 +87,11 @@ from harness.upstream import kargo, trees
 from harness.upstream import rollouts as argo_rollouts
 from reconciler.runtime.options import DEFAULT_WORKERS
 from schemas.constants import LABEL_STAGE
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import API_VERSION_KARGO, GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit import kargo_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 
-KARGO = GROUP_KARGO
-V1 = "v1alpha1"
-ROLLOUTS = "argoproj.io"
 TEMPLATE = "verdict"
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY"})
 READ_VERBS = frozenset({"GET", "LIST"})
@@ -218,7 +215,7 @@ class Watcher:
     it arrived). Re-watches from the last resourceVersion when the stream ends and
     re-lists on 410 Gone; stops when ``done`` is set or on ``stop()``."""
 
-    group = KARGO
+    group, version = GROUP_KARGO, VERSION_KARGO
     plural = "stages"
 
     def __init__(self, co: client.CustomObjectsApi, ns: str, freight_of: dict[str, str]) -> None:
@@ -242,7 +239,7 @@ class Watcher:
 
     def _list(self) -> str:
         listed = cast("dict[str, Any]", self.co.list_namespaced_custom_object(
-            self.group, V1, self.ns, self.plural))
+            self.group, self.version, self.ns, self.plural))
         now = time.monotonic()
         for obj in listed["items"]:
             self._record(obj, now)
@@ -254,8 +251,8 @@ class Watcher:
         while not self._stop.is_set() and not self.done.is_set():
             w = Watch()
             try:
-                for event in w.stream(self.co.list_namespaced_custom_object, self.group, V1,
-                                      self.ns, self.plural, resource_version=rv,
+                for event in w.stream(self.co.list_namespaced_custom_object, self.group,
+                                      self.version, self.ns, self.plural, resource_version=rv,
                                       timeout_seconds=60):
                     obj = event["object"]
                     if event["type"] == "ERROR":
@@ -299,7 +296,7 @@ class RunWatch(Watcher):
     first seen and when a run of it was first seen in a terminal phase: the part of the
     latency that is the Argo Rollouts controller's, not the verifier's."""
 
-    group = ROLLOUTS
+    group, version = GROUP_ARGO, VERSION_ARGO
     plural = "analysisruns"
 
     def __init__(self, *args: Any) -> None:
@@ -387,26 +384,28 @@ def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
     the bench runs Kargo's controller alone (no webhooks, no management controller), so
     nothing would make one (``harness.upstream.kargo.label_as_project``)."""
     kargo.label_as_project(plane, ns)
-    co.create_namespaced_custom_object(KARGO, V1, ns, "warehouses", {
-        "apiVersion": f"{KARGO}/{V1}", "kind": "Warehouse", "metadata": {"name": "w"},
+    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "warehouses", {
+        "apiVersion": API_VERSION_KARGO, "kind": "Warehouse", "metadata": {"name": "w"},
         "spec": {"subscriptions": [{"image": {"repoURL": "registry.invalid/shop/web"}}]}})
     template = verdict_template(metrics_url, name=TEMPLATE, **RUNS[run])
-    co.create_namespaced_custom_object(ROLLOUTS, V1, ns, "analysistemplates", template)
+    co.create_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, ns, "analysistemplates", template)
 
     def one(i: int) -> tuple[str, str]:
-        co.create_namespaced_custom_object(KARGO, V1, ns, "freights", {
-            "apiVersion": f"{KARGO}/{V1}", "kind": "Freight",
+        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "freights", {
+            "apiVersion": API_VERSION_KARGO, "kind": "Freight",
             "metadata": {"name": f"f-{i}"}, "alias": f"a{i}",
             "origin": {"kind": "Warehouse", "name": "w"},
             "images": [{"repoURL": "registry.invalid/shop/web", "tag": f"v{i}",
                         "digest": "sha256:" + os.urandom(32).hex()}]})
-        stage = cast("dict[str, Any]", co.create_namespaced_custom_object(KARGO, V1, ns, "stages", {
-            "apiVersion": f"{KARGO}/{V1}", "kind": "Stage", "metadata": {"name": f"s{i}"},
+        body = {
+            "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": f"s{i}"},
             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
                                            "sources": {"direct": True}}],
                      "promotionTemplate": {"spec": {"steps": STEPS}},
                      "verification": {"analysisTemplates": [{"name": TEMPLATE}],
-                                      "args": [{"name": "verdict", "value": "pass"}]}}}))
+                                      "args": [{"name": "verdict", "value": "pass"}]}}}
+        stage = cast("dict[str, Any]", co.create_namespaced_custom_object(
+            GROUP_KARGO, VERSION_KARGO, ns, "stages", body))
         return f"s{i}", stage["metadata"]["uid"]
 
     with ThreadPoolExecutor(8) as pool:
@@ -418,10 +417,10 @@ def promote_with_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -
 
     The real Kargo runs it."""
     stage, freight = f"s{i}", f"f-{i}"
-    co.create_namespaced_custom_object(KARGO, V1, ns, "promotions", {
-        "apiVersion": f"{KARGO}/{V1}", "kind": "Promotion",
+    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "promotions", {
+        "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
         "metadata": {"name": f"{stage}.{ulid()}.{freight[:7]}".lower(), "ownerReferences": [{
-            "apiVersion": f"{KARGO}/{V1}", "kind": "Stage", "name": stage, "uid": uid,
+            "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": stage, "uid": uid,
             "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"stage": stage, "freight": freight, "steps": STEPS}})
 
@@ -431,14 +430,14 @@ def promote_as_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> 
 
     The shapes are support/testkit/kargo_shapes.py's."""
     co.patch_namespaced_custom_object_status(
-        KARGO, V1, ns, "stages", f"s{i}",
+        GROUP_KARGO, VERSION_KARGO, ns, "stages", f"s{i}",
         kargo_shapes.promotion_patch(None, {"w": f"f-{i}"}, promotion=f"s{i}.bench"))
 
 
 def runs_per_stage(co: client.CustomObjectsApi, ns: str) -> dict[str, int]:
     """How many Stages have how many AnalysisRuns."""
     runs = cast("dict[str, Any]", co.list_namespaced_custom_object(
-        ROLLOUTS, V1, ns, "analysisruns"))["items"]
+        GROUP_ARGO, VERSION_ARGO, ns, "analysisruns"))["items"]
     per = collections.Counter(r["metadata"].get("labels", {}).get(LABEL_STAGE)
                               for r in runs)
     return {str(k): v for k, v in sorted(collections.Counter(per.values()).items())}
@@ -456,10 +455,10 @@ def delete_namespace(plane: ControlPlane, co: client.CustomObjectsApi,
             print(f"[bench] {ns}: still terminating after {timeout:.0f}s; removing the "
                   "finalizers left on its Stages", file=sys.stderr, flush=True)
             stages = cast("dict[str, Any]", co.list_namespaced_custom_object(
-                KARGO, V1, ns, "stages"))
+                GROUP_KARGO, VERSION_KARGO, ns, "stages"))
             for obj in stages["items"]:
                 with contextlib.suppress(client.ApiException):
-                    co.patch_namespaced_custom_object(KARGO, V1, ns, "stages",
+                    co.patch_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "stages",
                                                       obj["metadata"]["name"],
                                                       {"metadata": {"finalizers": None}})
             stripped = True

@@ -38,6 +38,7 @@ from kubernetes import client
 from bench.stats import report, summary
 from bench.watches import Watch
 from harness.kits.plane import plane_with_rollgate
+from schemas.kinds import GROUP_ARGO, VERSION_ARGO
 from testkit import objects
 from testkit.plugin_server import PluginServer, elf_stand_in, sha256
 
@@ -46,7 +47,6 @@ ROOT = Path(__file__).resolve().parent.parent
 NS = "bench-plugins"
 CM = "argo-rollouts-config"
 METRIC = "metricProviderPlugins"
-GROUP, VERSION = "argoproj.io", "v1alpha1"
 
 
 def rollout_manager(location: str, digest: str | None = None) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def main() -> int:
             # The client sends a dict body as it is; its annotation names only the model.
             client.AppsV1Api(api).create_namespaced_deployment(
                 NS, objects.deployment())  # type: ignore[arg-type]
-            co.create_namespaced_custom_object(GROUP, VERSION, NS, "rolloutmanagers",
+            co.create_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, NS, "rolloutmanagers",
                                                rollout_manager("file:///plugins/prom-0"))
             proc = rollgate.start_reconciler(
                 "--controllers", "rollout-plugins", "--no-leader-elect", "--namespaces", NS,
@@ -139,7 +139,7 @@ def main() -> int:
                 location = f"file:///plugins/prom-{i}"
                 rv = resource_version(core.read_namespaced_config_map(CM, NS))
                 co.patch_namespaced_custom_object(
-                    GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                    GROUP_ARGO, VERSION_ARGO, NS, "rolloutmanagers", "rm",
                     {"spec": rollout_manager(location)["spec"]})
                 changed = time.monotonic()
                 seen = wait_for_value(core, rv, contains(location))
@@ -153,7 +153,7 @@ def main() -> int:
                 location = server.serve(f"/plugins/{i}/metric-plugin", binary)
                 rv = resource_version(core.read_namespaced_config_map(CM, NS))
                 co.patch_namespaced_custom_object(
-                    GROUP, VERSION, NS, "rolloutmanagers", "rm",
+                    GROUP_ARGO, VERSION_ARGO, NS, "rolloutmanagers", "rm",
                     {"spec": rollout_manager(location, digest)["spec"]})
                 changed = time.monotonic()
                 seen = wait_for_value(core, rv, contains(location), timeout=300)

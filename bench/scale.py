@@ -64,7 +64,15 @@ from harness.kits.plane import plane_with_rollgate
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
-from schemas.kinds import GROUP_KARGO
+from reconciler.verification.shards import LABEL_SHARD
+from schemas.kinds import (
+    API_VERSION_ARGO,
+    API_VERSION_KARGO,
+    GROUP_ARGO,
+    GROUP_KARGO,
+    VERSION_ARGO,
+    VERSION_KARGO,
+)
 from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,11 +80,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 cpu_seconds, peak_rss_mib, say = peer.cpu_seconds, peer.peak_rss_mib, peer.say
 
-KARGO = GROUP_KARGO
-V1 = "v1alpha1"
-ROLLOUTS = "argoproj.io"
+# The version each upstream serves its kinds at, by group (Writer's calls take a group).
+VERSIONS = {GROUP_KARGO: VERSION_KARGO, GROUP_ARGO: VERSION_ARGO}
 SHARD = "bench"
-SHARD_LABEL = f"{GROUP_KARGO}/shard"
 CONTENDERS = ("kargo-shard-other", "rollgate-base", "rollgate", "kargo")
 ROLLGATES = ("rollgate-base", "rollgate")
 
@@ -114,23 +120,23 @@ class Writer:
         response.release_conn()
 
     def create(self, group: str, ns: str, plural: str, body: dict[str, Any]) -> None:
-        self._drain(self.co.create_namespaced_custom_object(group, V1, ns, plural, body,
-                                                _preload_content=False))
+        self._drain(self.co.create_namespaced_custom_object(
+            group, VERSIONS[group], ns, plural, body, _preload_content=False))
 
     def status(self, group: str, ns: str, plural: str, name: str, body: dict[str, Any]) -> None:
-        self._drain(self.co.patch_namespaced_custom_object_status(group, V1, ns, plural, name, body,
-                                                      _preload_content=False))
+        self._drain(self.co.patch_namespaced_custom_object_status(
+            group, VERSIONS[group], ns, plural, name, body, _preload_content=False))
 
     def patch(self, group: str, ns: str, plural: str, name: str, body: dict[str, Any]) -> None:
-        self._drain(self.co.patch_namespaced_custom_object(group, V1, ns, plural, name, body,
-                                               _preload_content=False))
+        self._drain(self.co.patch_namespaced_custom_object(
+            group, VERSIONS[group], ns, plural, name, body, _preload_content=False))
 
     def map(self, fn: Any, items: list[Any]) -> None:
         list(self.pool.map(fn, items))
 
 
 def stage_body(name: str) -> dict[str, Any]:
-    return objects.stage(name, warehouse="w", labels={SHARD_LABEL: SHARD},
+    return objects.stage(name, warehouse="w", labels={LABEL_SHARD: SHARD},
                          verification=objects.verification(
                              "t", args=[{"name": "service", "value": name}]),
                          spec={"shard": SHARD, "promotionTemplate": {"spec": {"steps": STEPS}}})
@@ -144,22 +150,22 @@ def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     entry = current["verificationHistory"][0]
     run_name = entry["analysisRun"]["name"]
     freight = kargo_shapes.history_freight_name(name, 0)
-    w.create(KARGO, ns, "freights", {
-        "apiVersion": f"{KARGO}/{V1}", "kind": "Freight",
+    w.create(GROUP_KARGO, ns, "freights", {
+        "apiVersion": API_VERSION_KARGO, "kind": "Freight",
         "metadata": {"name": freight, "labels": {f"{GROUP_KARGO}/alias": f"a-{name}"}},
         "alias": f"a-{name}", "origin": {"kind": "Warehouse", "name": "w"},
         "images": current["items"]["Warehouse/w"]["images"],
         "commits": current["items"]["Warehouse/w"]["commits"]})
-    w.status(KARGO, ns, "freights", freight, {"status": {"verifiedIn": {
+    w.status(GROUP_KARGO, ns, "freights", freight, {"status": {"verifiedIn": {
         name: {"verifiedAt": entry["finishTime"]}}, "currentlyIn": {name: {}}}})
-    w.create(KARGO, ns, "stages", stage_body(name))
+    w.create(GROUP_KARGO, ns, "stages", stage_body(name))
     run = kargo_shapes.finished_analysis_run(run_name, ns, stage=name, collection=current["id"])
     if running:
         entry.update(phase="Running", finishTime=None)
         entry["analysisRun"]["phase"] = "Running"
         run["status"] = {"phase": "Running", "startedAt": entry["startTime"]}
-    w.status(KARGO, ns, "stages", name, {"status": status})
-    w.create(ROLLOUTS, ns, "analysisruns", run)
+    w.status(GROUP_KARGO, ns, "stages", name, {"status": status})
+    w.create(GROUP_ARGO, ns, "analysisruns", run)
 
 
 def seed(plane: ControlPlane, w: Writer, *, n: int, namespaces: int,
@@ -176,8 +182,8 @@ def seed(plane: ControlPlane, w: Writer, *, n: int, namespaces: int,
                                        + [f"q{i}" for i in range(probes)])
     for ns in layout:
         kargo.label_as_project(plane, ns)
-        w.create(ROLLOUTS, ns, "analysistemplates", {
-            "apiVersion": f"{ROLLOUTS}/{V1}", "kind": "AnalysisTemplate",
+        w.create(GROUP_ARGO, ns, "analysistemplates", {
+            "apiVersion": API_VERSION_ARGO, "kind": "AnalysisTemplate",
             "metadata": {"name": "t"}, "spec": {"metrics": [
                 {"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}})
     jobs = [(ns, name) for ns, names in layout.items() for name in names]
@@ -197,7 +203,8 @@ def seed(plane: ControlPlane, w: Writer, *, n: int, namespaces: int,
 
 def read_stage(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, Any]:
     """Stage ``name`` as the API server returns it (the client's JSON, a dict)."""
-    return cast("dict[str, Any]", co.get_namespaced_custom_object(KARGO, V1, ns, "stages", name))
+    return cast("dict[str, Any]", co.get_namespaced_custom_object(
+        GROUP_KARGO, VERSION_KARGO, ns, "stages", name))
 
 
 def stored_bytes(co: client.CustomObjectsApi, ns: str, name: str) -> dict[str, int]:
@@ -256,11 +263,11 @@ def probe_metrics(co: client.CustomObjectsApi, w: Writer, url: str, ns: str,
         entry = history[0]["verificationHistory"][0]
         now = stamp(dt.datetime.now(dt.UTC))
         changed[name] = time.monotonic()
-        w.patch(ROLLOUTS, ns, "analysisruns", entry["analysisRun"]["name"],
+        w.patch(GROUP_ARGO, ns, "analysisruns", entry["analysisRun"]["name"],
                 {"status": {"phase": "Successful", "completedAt": now}})
         entry.update(phase="Successful", finishTime=now)
         entry["analysisRun"]["phase"] = "Successful"
-        w.status(KARGO, ns, "stages", name, {"status": {"freightHistory": history}})
+        w.status(GROUP_KARGO, ns, "stages", name, {"status": {"freightHistory": history}})
 
     stop = threading.Event()
 
@@ -317,7 +324,7 @@ def probe_findings(co: client.CustomObjectsApi, w: Writer, ns: str, names: list[
         # Completed at the current whole second: due exactly ``lag`` later.
         at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         due[name] = at.timestamp() + lag
-        w.patch(ROLLOUTS, ns, "analysisruns", run["name"],
+        w.patch(GROUP_ARGO, ns, "analysisruns", run["name"],
                 {"status": {"phase": "Successful", "completedAt": stamp(at)}})
         time.sleep(0.2)
     watcher.join(timeout + lag)

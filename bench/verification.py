@@ -54,15 +54,13 @@ from harness.process import ManagedProcess
 from reconciler.runtime.options import DEFAULT_WORKERS
 from reconciler.verification.naming import freight_collection_id
 from schemas.constants import LABEL_STAGE
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench"
 FLOOR_NS = "bench-floor"
-GROUP, VERSION = "argoproj.io", "v1alpha1"
-KARGO = GROUP_KARGO
 TEMPLATE_SPEC: dict[str, Any] = {"metrics": [{"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}
 
 
@@ -77,7 +75,7 @@ def list_items(co: client.CustomObjectsApi, ns: str, plural: str,
                **kwargs: Any) -> list[dict[str, Any]]:
     """The ``items`` of an argoproj.io list (the client's JSON: a dict per object)."""
     listed = cast("dict[str, Any]", co.list_namespaced_custom_object(
-        GROUP, VERSION, ns, plural, **kwargs))
+        GROUP_ARGO, VERSION_ARGO, ns, plural, **kwargs))
     return cast("list[dict[str, Any]]", listed["items"])
 
 
@@ -134,16 +132,16 @@ def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, *,
     10 verifications each)."""
     plane.kubectl("create", "namespace", ns)
     template = objects.analysis_template("t", metrics=TEMPLATE_SPEC["metrics"])
-    co.create_namespaced_custom_object(GROUP, VERSION, ns, "analysistemplates", template)
+    co.create_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, ns, "analysistemplates", template)
 
     def one(i: int) -> None:
-        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "freights",
+        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "freights",
                                            objects.freight(f"f{i}", warehouse="w"))
-        co.create_namespaced_custom_object(KARGO, "v1alpha1", ns, "stages", objects.stage(
+        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "stages", objects.stage(
             f"s{i}", warehouse="w", verification=objects.verification("t")))
         if full_history:
             co.patch_namespaced_custom_object_status(
-                KARGO, "v1alpha1", ns, "stages", f"s{i}",
+                GROUP_KARGO, VERSION_KARGO, ns, "stages", f"s{i}",
                 {"status": kargo_shapes.full_history_status(f"s{i}", ns)})
 
     with ThreadPoolExecutor(8) as pool:
@@ -154,10 +152,10 @@ def promote(co: client.CustomObjectsApi, ns: str, i: int, *, full_history: bool 
     """Kargo finished promoting f<i> into s<i> (the status shapes Kargo writes; with
     ``full_history`` on top of the Stage's history, which Kargo keeps)."""
     stage = (cast("dict[str, Any]", co.get_namespaced_custom_object(
-                 KARGO, "v1alpha1", ns, "stages", f"s{i}"))
+                 GROUP_KARGO, VERSION_KARGO, ns, "stages", f"s{i}"))
              if full_history else None)
     co.patch_namespaced_custom_object_status(
-        KARGO, "v1alpha1", ns, "stages", f"s{i}",
+        GROUP_KARGO, VERSION_KARGO, ns, "stages", f"s{i}",
         kargo_shapes.promotion_patch(stage, {"w": f"f{i}"}, promotion=f"p{i}"))
 
 
@@ -232,10 +230,10 @@ class Completion:
 
     def _watch(self, plural: str, record: Callable[[dict[str, Any]], bool]) -> None:
         listed = cast("dict[str, Any]", self.co.list_namespaced_custom_object(
-            KARGO, "v1alpha1", self.ns, plural))
+            GROUP_KARGO, VERSION_KARGO, self.ns, plural))
         rv = listed["metadata"]["resourceVersion"]
         w = Watch()
-        for event in w.stream(self.co.list_namespaced_custom_object, KARGO, "v1alpha1",
+        for event in w.stream(self.co.list_namespaced_custom_object, GROUP_KARGO, VERSION_KARGO,
                               self.ns, plural, resource_version=rv, timeout_seconds=600):
             if record(event["object"]):
                 w.stop()
@@ -265,8 +263,9 @@ class Completion:
 
         def succeed(stage: str) -> None:
             self.changed[stage] = time.monotonic()
-            self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, "analysisruns",
-                                                   runs[stage], {"status": {"phase": "Successful"}})
+            self.co.patch_namespaced_custom_object(
+                GROUP_ARGO, VERSION_ARGO, self.ns, "analysisruns", runs[stage],
+                {"status": {"phase": "Successful"}})
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(succeed, sorted(runs)))
@@ -396,7 +395,8 @@ def main() -> int:
             name = f"s{i}.{cid[:7]}.1"
             run = objects.analysis_run(name, labels={LABEL_STAGE: f"s{i}"})
             run["spec"] = TEMPLATE_SPEC
-            co.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NS, "analysisruns", run)
+            co.create_namespaced_custom_object(
+                GROUP_ARGO, VERSION_ARGO, FLOOR_NS, "analysisruns", run)
             return f"s{i}", name
 
         with ThreadPoolExecutor(8) as pool:

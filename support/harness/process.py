@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from testkit.net import free_port as free_port  # the one helper; harness modules import it here
+
 
 class ProcessError(RuntimeError):
     """The control plane, or one of its processes, failed to start or run."""
@@ -52,12 +54,6 @@ def _die_with_parent(sig: int) -> Callable[[], None] | None:
         libc.prctl(_PR_SET_PDEATHSIG, sig)
 
     return hook
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def host_address() -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.plane import ControlPlane
 from kubekit.kinds import STAGE
+from schemas.kinds import API_VERSION_ARGO
 
 PROBE_DIGEST = "ab" * 32
 VALIDATING_WEBHOOK = "validate-stages.rollgate.dev"
@@ -36,7 +37,7 @@ def probes() -> tuple[dict[str, Any], dict[str, Any]]:
     plugin = {"name": "rollgate/probe", "location": "https://plugins.invalid/probe",
               "sha256": PROBE_DIGEST.upper()}
     manager = {
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager", "metadata": meta,
+        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager", "metadata": meta,
         "spec": {"plugins": {"metric": [plugin]}},
     }
     return stage, manager

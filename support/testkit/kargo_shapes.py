@@ -30,7 +30,7 @@ from typing import Any
 
 from reconciler.verification.naming import freight_collection_id
 from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import API_VERSION_ARGO, GROUP_KARGO
 from testkit import objects
 
 HISTORY_LIMIT = 10
@@ -188,7 +188,7 @@ def finished_analysis_run(name: str, namespace: str, *, stage: str, collection: 
     measurements, Kargo's labels."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     return {
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
         "metadata": {"name": name, "labels": {LABEL_STAGE: stage,
                                               LABEL_FREIGHT_COLLECTION: collection},
                      "annotations": {f"{GROUP_KARGO}/promotion": f"{stage}.promotion"}},

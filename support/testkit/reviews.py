@@ -11,15 +11,15 @@ import copy
 import json
 from typing import Any
 
-from schemas.kinds import GROUP_ARGO, GROUP_KARGO
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit.objects import k8s_object
 
 API_VERSION = "admission.k8s.io/v1"
 
 GVK = {
-    "Stage": {"group": GROUP_KARGO, "version": "v1alpha1", "kind": "Stage"},
-    "RolloutManager": {"group": GROUP_ARGO, "version": "v1alpha1", "kind": "RolloutManager"},
-    "Freight": {"group": GROUP_KARGO, "version": "v1alpha1", "kind": "Freight"},
+    "Stage": {"group": GROUP_KARGO, "version": VERSION_KARGO, "kind": "Stage"},
+    "RolloutManager": {"group": GROUP_ARGO, "version": VERSION_ARGO, "kind": "RolloutManager"},
+    "Freight": {"group": GROUP_KARGO, "version": VERSION_KARGO, "kind": "Freight"},
 }
 RESOURCE = {"Stage": "stages", "RolloutManager": "rolloutmanagers", "Freight": "freights"}
 
@@ -99,7 +99,7 @@ def review(obj: dict[str, Any] | None, *, operation: str = "CREATE", uid: str = 
     request: dict[str, Any] = {
         "uid": uid,
         "kind": GVK[kind],
-        "resource": {"group": GVK[kind]["group"], "version": "v1alpha1",
+        "resource": {"group": GVK[kind]["group"], "version": GVK[kind]["version"],
                      "resource": RESOURCE[kind]},
         "requestKind": GVK[kind],
         "name": meta.get("name", ""),

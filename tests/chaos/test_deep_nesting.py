@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 
 from harness.kits.chaos import probing, until_probed
+from schemas.kinds import API_VERSION_KARGO
 
 STAGE = {
-    "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
     "metadata": {"name": "deep", "namespace": "default"},
     "spec": {"analysis": {"templates": [{"templateName": "t"}],
                           "args": [{"name": "a", "value": "PLACEHOLDER"}]}},

@@ -33,11 +33,15 @@ from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from reconciler.verification.naming import freight_collection_id, run_name
 from reconciler.verification.payloads import FINISHED
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import API_VERSION_KARGO, GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit import invariants, kargo_shapes
 
-GROUP, VERSION = "argoproj.io", "v1alpha1"
-KARGO = GROUP_KARGO
+
+def _group_version(plural: str) -> tuple[str, str]:
+    """Argo Rollouts' group for its analysis kinds, Kargo's for the rest."""
+    if plural.startswith("analysis"):
+        return GROUP_ARGO, VERSION_ARGO
+    return GROUP_KARGO, VERSION_KARGO
 
 
 def _env(name: str, default: float) -> float:
@@ -68,15 +72,13 @@ class Api:
         self.ns = namespace
 
     def items(self, plural: str) -> list[dict[str, Any]]:
-        group = GROUP if plural.startswith("analysis") else KARGO
-        found = self.co.list_namespaced_custom_object(group, VERSION, self.ns, plural)
+        found = self.co.list_namespaced_custom_object(*_group_version(plural), self.ns, plural)
         return cast("list[dict[str, Any]]", cast("dict[str, Any]", found)["items"])
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
-        group = GROUP if plural.startswith("analysis") else KARGO
         try:
             return cast("dict[str, Any]", self.co.get_namespaced_custom_object(
-                group, VERSION, self.ns, plural, name))
+                *_group_version(plural), self.ns, plural, name))
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -86,8 +88,9 @@ class Api:
         """Create the Freight; one that exists already counts as created (a create whose
         answer a fault cut off may have been stored)."""
         try:
-            self.co.create_namespaced_custom_object(KARGO, VERSION, self.ns, "freights", {
-                "apiVersion": f"{KARGO}/{VERSION}", "kind": "Freight", "metadata": {"name": name},
+            self.co.create_namespaced_custom_object(
+                GROUP_KARGO, VERSION_KARGO, self.ns, "freights", {
+                "apiVersion": API_VERSION_KARGO, "kind": "Freight", "metadata": {"name": name},
                 "origin": {"kind": "Warehouse", "name": "w"},
                 "images": [{"repoURL": "ghcr.io/shop/web", "tag": name}]})
         except ApiException as exc:
@@ -102,8 +105,8 @@ class Api:
                                                  promotion=f"{stage}.{freight}")
             patch["metadata"] = {"resourceVersion": (current or {})["metadata"]["resourceVersion"]}
             try:
-                self.co.patch_namespaced_custom_object_status(KARGO, VERSION, self.ns, "stages",
-                                                              stage, patch)
+                self.co.patch_namespaced_custom_object_status(
+                    GROUP_KARGO, VERSION_KARGO, self.ns, "stages", stage, patch)
                 return
             except ApiException as exc:
                 if exc.status != 409:
@@ -111,8 +114,8 @@ class Api:
         raise RuntimeError(f"promotion of {freight} into {stage} kept conflicting")
 
     def set_run_phase(self, name: str, phase: str) -> None:
-        self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, "analysisruns", name,
-                                               {"status": {"phase": phase}})
+        self.co.patch_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, self.ns, "analysisruns",
+                                               name, {"status": {"phase": phase}})
 
 
 def tolerant(call: Callable[[], Any]) -> Any:

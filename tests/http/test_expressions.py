@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from testkit.reviews import review
 
 STAGE: dict[str, Any] = {
-    "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
     "metadata": {"name": "uat", "namespace": "demo"},
     "spec": {
         "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
@@ -34,7 +35,7 @@ OPENSHIFT = {"name": "argoproj-labs/openshift", "location": "file:///plugins/os"
 
 
 def _manager(list_name: str) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts", "namespace": "demo"},
             "spec": {"plugins": {list_name: [OPENSHIFT]}}}
 

@@ -3,16 +3,12 @@ from ``certs.generate``, reached over HTTPS on loopback as the API server would.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import http.client
 import json
-import os
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -24,86 +20,17 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 import certs
 from testkit import reviews
-from testkit.paths import REPO_ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from testkit.webhook_server import WebhookServer, serve
 
 
 def _der(pem_path: Path) -> bytes:
     return x509.load_pem_x509_certificate(pem_path.read_bytes()).public_bytes(Encoding.DER)
 
 
-class Server:
-    def __init__(self, port: int, ca_file: Path, log: Path,
-                 proc: subprocess.Popen[bytes]) -> None:
-        self.port = port
-        self.ca_file = ca_file
-        self.log = log
-        self.proc = proc
-
-    def context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca_file))
-
-    def connect(self, context: ssl.SSLContext | None = None) -> http.client.HTTPSConnection:
-        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10,
-                                           context=context or self.context())
-
-    def served_cert(self) -> bytes:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as raw, \
-                self.context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-            cert = tls.getpeercert(binary_form=True)
-            assert cert is not None  # a verified handshake: the server sent one
-            return cert
-
-
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Server, certs.CertPaths]]:
-    with _serve(tmp_path, workers=2, threads=2) as running:
+def server(tmp_path: Path) -> Iterator[tuple[WebhookServer, certs.CertPaths]]:
+    with serve(tmp_path, workers=2, threads=2) as running:
         yield running
-
-
-@contextlib.contextmanager
-def _serve(tmp_path: Path, *, workers: int, threads: int, extra: tuple[str, ...] = ()
-           ) -> Iterator[tuple[Server, certs.CertPaths]]:
-    paths = certs.generate(tmp_path / "certs")
-    port = _free_port()
-    log = tmp_path / "webhook.log"
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
-             "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
-             "--workers", str(workers), "--threads", str(threads), *extra],
-            cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    srv = Server(port, paths.ca_cert, log, proc)
-    try:
-        deadline = time.monotonic() + 30  # start-up wait, not an assertion on speed
-        while True:
-            try:
-                conn = srv.connect()
-                conn.request("GET", "/readyz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"webhook did not start:\n{log.read_text()}")
-            time.sleep(0.1)
-        yield srv, paths
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 AEAD_TLS12 = ("ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256",
@@ -130,7 +57,7 @@ def test_real_gunicorn_over_tls(server):
     _rotation(srv, paths)
 
 
-def _reviews_on_one_connection(srv: Server) -> None:
+def _reviews_on_one_connection(srv: WebhookServer) -> None:
     """A review over HTTPS, verified against the generated CA; two on one kept-alive
     connection, as the API server sends them; a body over the limit is a 413."""
     conn = srv.connect()
@@ -166,7 +93,7 @@ def _reviews_on_one_connection(srv: Server) -> None:
     conn.close()
 
 
-def _old_tls_refused(srv: Server) -> None:
+def _old_tls_refused(srv: WebhookServer) -> None:
     """TLS 1.1 is refused by the server. The client is allowed everything down to
     TLS 1.0 (security level 0), so the refusal cannot come from the client side."""
     old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -192,7 +119,7 @@ def _old_tls_refused(srv: Server) -> None:
         assert cipher is not None and cipher[0] in AEAD_TLS12  # the server picks AEAD
 
 
-def _aead_suites_only(srv: Server) -> None:
+def _aead_suites_only(srv: WebhookServer) -> None:
     """TLS 1.2 with CBC suites only (what OpenSSL's defaults used to add) is refused;
     each AEAD suite on its own is accepted."""
     cbc = _tls12_client("ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384:"
@@ -209,7 +136,7 @@ def _aead_suites_only(srv: Server) -> None:
             assert cipher is not None and cipher[0] == suite
 
 
-def _rotation(srv: Server, paths: certs.CertPaths) -> None:
+def _rotation(srv: WebhookServer, paths: certs.CertPaths) -> None:
     """New files on disk, and new connections get the new certificate."""
     assert srv.served_cert() == _der(paths.tls_cert)
     old_der = _der(paths.tls_cert)
@@ -234,7 +161,7 @@ def _validity(path: Path) -> tuple[float, float]:
     return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
 
 
-def _validity_gauges(srv: Server) -> tuple[float, float]:
+def _validity_gauges(srv: WebhookServer) -> tuple[float, float]:
     """rollgate_webhook_certificate_not_{before,after}_timestamp_seconds as /metrics
     shows them."""
     conn = srv.connect()
@@ -266,7 +193,7 @@ def test_a_stopping_server_answers_kept_alive_connections_then_closes_them(
     the connections it pooled: each is answered, with ``Connection: close``, for longer
     than gunicorn's own 2 s; a connection the client never uses again is closed by the
     server only after that, and the server exits inside its graceful timeout."""
-    with _serve(tmp_path, workers=1, threads=2) as (srv, _paths):
+    with serve(tmp_path, workers=1, threads=2) as (srv, _paths):
         used, idle = srv.connect(), srv.connect()
         assert _review(used, "before").getheader("Connection") != "close"
         assert _review(idle, "idle").status == 200
@@ -285,8 +212,8 @@ def test_silent_and_stalled_connections_do_not_starve_the_server(tmp_path):
     threads: 16 that send nothing and 4 that stop after the first byte of a
     ClientHello, against one worker with 4 threads. /healthz answers while they are
     held, and the server closes them once the request deadline is over."""
-    with _serve(tmp_path, workers=1, threads=4,
-                extra=("--request-timeout", "2")) as (srv, _paths):
+    with serve(tmp_path, workers=1, threads=4,
+               args=("--request-timeout", "2")) as (srv, _paths):
         idle = []
         try:
             for _ in range(16):

@@ -6,7 +6,6 @@ answer from the cache or say the request must wait."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from kubernetes import client as k8s
@@ -14,24 +13,19 @@ from prometheus_client import generate_latest
 
 import schemas
 import webhook
+from schemas.kinds import API_VERSION_ARGO
 from testkit import reviews
+from testkit.net import free_port
 from testkit.webhook_client import Client
 from webhook import metrics
 from webhook.config import MustWait, WebhookConfig
 from webhook.lookups import ClusterLookups, TTLCache
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port  # nothing listens here once the socket is closed
-
-
 @pytest.fixture
 def unreachable_api() -> k8s.ApiClient:
     cfg = k8s.Configuration()
-    cfg.host = f"https://127.0.0.1:{_closed_port()}"
+    cfg.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
     cfg.retries = False
     return k8s.ApiClient(cfg)
 
@@ -217,7 +211,7 @@ def template_api():
             gets.append(self.path)
             kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
                 else "AnalysisTemplate"
-            body = json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": kind,
+            body = json.dumps({"apiVersion": API_VERSION_ARGO, "kind": kind,
                                "metadata": {"name": self.path.rsplit("/", 1)[1]},
                                "spec": {"metrics": [{"name": kind.lower(), "provider": {
                                    "web": {"url": "http://metrics.example/q"}}}]}}).encode()

@@ -45,6 +45,7 @@ from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
 from harness.upstream import argo_helm, kargo
 from harness.upstream import operator as rollouts_manager
+from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.prometheus_stub import PrometheusStub
 from testkit.skew import (
@@ -267,7 +268,7 @@ def test_an_upstream_upgraded_before_rollgate(cluster: Shapes) -> None:
                 "(rollgate checks Stages as Kargo v1.11.2 defines them)") in out.stderr, out
         stored = plane.get_json("-n", KARGO_PROJECT, "stage", "skewed")
         assert stored["spec"]["verification"][VERIFICATION_FIELD] == VERIFICATION_VALUE
-        rm = {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+        rm = {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
               # Not namespace-scoped: the operator refuses it and makes nothing.
               "metadata": {"name": "skewed", "namespace": KARGO_PROJECT},
               "spec": {"plugins": {"metric": [{**plugin(cluster, PLUGIN_PATH),

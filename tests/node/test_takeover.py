@@ -23,6 +23,7 @@ from harness.node import containerd
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
 from harness.upstream import rollouts
+from schemas.constants import LABEL_STAGE
 from testkit import invariants
 from testkit.waits import wait_for
 from tests.faults import suites as fault_suites
@@ -160,7 +161,7 @@ def test_observe_mode_reports_what_kargo_missed_across_a_takeover(
             plane.stop_process(rollouts_proc)
     steady = [s for s in snapshot["stages"] if s["metadata"]["name"] == "steady"]
     runs = [r for r in snapshot["analysisruns"]
-            if r["metadata"].get("labels", {}).get("kargo.akuity.io/stage") == "steady"]
+            if r["metadata"].get("labels", {}).get(LABEL_STAGE) == "steady"]
     defects = invariants.defects(stages=steady, runs=runs, freight=snapshot["freights"])
     assert defects.total == 0, vars(defects)
     assert project.history("steady")[0]["phase"] == "Successful"

@@ -13,23 +13,18 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
-import signal
 import socket
 import ssl
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import certs
-from harness.paths import REPO_ROOT as REPO
-from harness.process import free_port
 from testkit import reviews
+from testkit.webhook_server import WebhookServer
+from testkit.webhook_server import serve as serve_webhook
 
 REQUEST_TIMEOUT = 2.0  # the server's --request-timeout in this suite
 MAX_CONNECTIONS = 32  # the server's --max-connections (per worker) in this suite
@@ -40,14 +35,8 @@ NORMAL_REVIEW = json.dumps(reviews.review(reviews.valid_stage(), uid="probe")).e
 
 
 @dataclass
-class Server:
-    port: int
-    ca_file: Path
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-    def context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca_file))
+class Server(WebhookServer):
+    """The running server with the raw connections and the normal review the attacks use."""
 
     def tcp(self, timeout: float = LIVENESS_SECONDS) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
@@ -57,8 +46,7 @@ class Server:
         return self.context().wrap_socket(self.tcp(timeout), server_hostname="127.0.0.1")
 
     def https(self) -> http.client.HTTPSConnection:
-        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=LIVENESS_SECONDS,
-                                           context=self.context())
+        return self.connect(timeout=LIVENESS_SECONDS)
 
     def review(self, conn: http.client.HTTPSConnection | None = None) -> float:
         """Send the normal review (a valid Stage to /validate/stages) on a new
@@ -80,44 +68,17 @@ class Server:
         assert answer["kind"] == "AdmissionReview" and answer["response"]["allowed"] is True
         return took
 
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
 
 @contextlib.contextmanager
 def serve(tmp_path: Path, *, workers: int = WORKERS) -> Iterator[Server]:
-    paths = certs.generate(tmp_path / "certs")
-    port = free_port()
-    log = tmp_path / "webhook.log"
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "--bind", f"127.0.0.1:{port}",
-             "--tls-cert-file", str(paths.tls_cert), "--tls-key-file", str(paths.tls_key),
-             "--workers", str(workers), "--threads", str(THREADS),
-             "--request-timeout", str(REQUEST_TIMEOUT),
-             "--max-connections", str(MAX_CONNECTIONS), "--log-level", "debug"],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env,
-        )
-    server = Server(port, paths.ca_cert, log, proc)
-    try:
-        deadline = time.monotonic() + 30  # start-up wait, not an assertion on speed
-        while True:
-            try:
-                server.review()
-                break
-            except (OSError, AssertionError):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"webhook did not start:\n{server.log_text()}") from None
-                time.sleep(0.1)
+    """The server as the suite attacks it: short request deadline, small connection cap,
+    debug logs (what the tests read back)."""
+    args = ("--request-timeout", str(REQUEST_TIMEOUT), "--max-connections",
+            str(MAX_CONNECTIONS), "--log-level", "debug")
+    with serve_webhook(tmp_path, workers=workers, threads=THREADS, args=args) as (running, _):
+        server = Server(running.port, running.ca_file, running.log, running.proc)
+        server.review()  # the normal review is allowed before any attack starts
         yield server
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass

@@ -31,7 +31,8 @@ from harness.kits.verification import Cluster, send_json
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
-from harness.upstream.trees import SHARD_LABEL
+from reconciler.verification.shards import LABEL_SHARD
+from schemas.kinds import API_VERSION_KARGO, GROUP_KARGO, VERSION_KARGO
 from testkit import objects
 from testkit.waits import wait_for
 
@@ -125,7 +126,7 @@ class KargoProject(Cluster):
     def __init__(self, plane: ControlPlane, namespace: str) -> None:
         """``namespace``: a Project's namespace already."""
         super().__init__(plane, namespace)
-        self.apply({"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Warehouse",
+        self.apply({"apiVersion": API_VERSION_KARGO, "kind": "Warehouse",
                     "metadata": {"name": "w"},
                     "spec": {"subscriptions": [{"image": {
                         "repoURL": "registry.invalid/shop/web"}}]}})
@@ -158,7 +159,7 @@ class KargoProject(Cluster):
             spec["shard"] = shard
             # Kargo's webhook keeps the label equal to spec.shard; written here too so
             # the Stage is sharded also when that webhook is not registered.
-            metadata["labels"] = {SHARD_LABEL: shard}
+            metadata["labels"] = {LABEL_SHARD: shard}
         self.apply(objects.stage(name, warehouse="w", spec=spec, **metadata,
                                  verification=objects.verification(
                                      *templates, args=[{"name": "verdict", "value": verdict}],
@@ -172,12 +173,12 @@ class KargoProject(Cluster):
         name = f"{stage}.{ulid()}.{freight[:7]}".lower()
         # Kargo's webhook gives a Promotion its Stage's shard label; a sharded controller
         # caches only the Promotions that carry it.
-        shard = (owner["metadata"].get("labels") or {}).get(SHARD_LABEL)
+        shard = (owner["metadata"].get("labels") or {}).get(LABEL_SHARD)
         self.apply({
-            "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Promotion",
-            "metadata": {"name": name, **({"labels": {SHARD_LABEL: shard}}
+            "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
+            "metadata": {"name": name, **({"labels": {LABEL_SHARD: shard}}
                                           if shard else {}), "ownerReferences": [{
-                "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "name": stage,
+                "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": stage,
                 "uid": owner["metadata"]["uid"], "controller": True,
                 "blockOwnerDeletion": True}]},
             "spec": {"stage": stage, "freight": freight, "steps": STEPS},
@@ -300,7 +301,7 @@ def slow_stage_status(plane: ControlPlane, namespace: str, *, seconds: float,
             "sideEffects": "None", "failurePolicy": "Ignore", "timeoutSeconds": 15,
             "clientConfig": {"url": f"https://127.0.0.1:{server.server_address[1]}/",
                              "caBundle": base64.b64encode(plane.ca.pem).decode()},
-            "rules": [{"apiGroups": ["kargo.akuity.io"], "apiVersions": ["v1alpha1"],
+            "rules": [{"apiGroups": [GROUP_KARGO], "apiVersions": [VERSION_KARGO],
                        "resources": ["stages/status"], "operations": ["UPDATE"]}],
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         }],

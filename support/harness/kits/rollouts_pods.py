@@ -32,6 +32,7 @@ from harness.node.cluster import NodeCluster
 from harness.paths import REPO_ROOT
 from harness.plane import ControlPlane, PlaneError
 from harness.upstream import rollouts as rollouts_binaries
+from schemas.kinds import API_VERSION_ARGO
 from testkit.plugin_server import PluginServer
 from testkit.waits import wait_for
 
@@ -147,7 +148,7 @@ class ArgoNamespace:
 
     def apply_rm(self, plugins: dict[str, Any], **spec: Any) -> None:
         self.plane.kubectl("apply", "-n", self.namespace, "-f", "-", input=json.dumps({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts"}, "spec": {"plugins": plugins, **spec}}))
 
     def condition(self) -> dict[str, Any]:
@@ -178,7 +179,7 @@ class ArgoNamespace:
     def analysis_run(self, name: str, prometheus_url: str) -> dict[str, Any]:
         """An AnalysisRun measured by the sample plugin; returns it once it finished."""
         self.plane.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
             "metadata": {"name": name},
             "spec": {"metrics": [{
                 "name": "success-rate", "successCondition": "result >= 0.95",

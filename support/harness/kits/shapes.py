@@ -19,19 +19,19 @@ from typing import Any
 from harness import crds
 from harness.kits.node import NAMESPACE, RECONCILER, pods
 from harness.plane import ControlPlane
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit.waits import wait_for
 
-KARGO_GROUP = "kargo.akuity.io"
 ROLLOUT_MANAGERS = "rolloutmanagers.argoproj.io"
 LEASE = "rollgate-reconciler"
 METRICS_PORT = 8080
 
 
 def kargo_crds(names: Iterable[str]) -> list[str]:
-    return sorted(n for n in names if n.endswith("." + KARGO_GROUP))
+    return sorted(n for n in names if n.endswith("." + GROUP_KARGO))
 
 
-UPSTREAM_GROUPS = (KARGO_GROUP, "argoproj.io")
+UPSTREAM_GROUPS = (GROUP_KARGO, GROUP_ARGO)
 
 
 @dataclass

@@ -26,11 +26,9 @@ from kubernetes import client
 from harness.kits.node import WEBHOOK, pods
 from harness.kits.polling import Poller
 from harness.plane import ControlPlane
-from schemas.kinds import GROUP_KARGO
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit import objects
 
-KARGO = (GROUP_KARGO, "v1alpha1")
-ARGO = ("argoproj.io", "v1alpha1")
 _REQUESTS = re.compile(r"^rollgate_webhook_requests_total\{[^}]*\}\s+([0-9.e+]+)", re.M)
 
 
@@ -93,11 +91,13 @@ class AdmissionStream:
     def _one(self, api: client.CustomObjectsApi, sent: int, name: str) -> None:
         try:
             if sent % 2:
-                api.create_namespaced_custom_object(*KARGO, self.namespace, "stages",
-                                                    stage(name), dry_run="All")
+                api.create_namespaced_custom_object(
+                    GROUP_KARGO, VERSION_KARGO, self.namespace, "stages", stage(name),
+                    dry_run="All")
             else:
-                api.create_namespaced_custom_object(*ARGO, self.namespace, "rolloutmanagers",
-                                                    rollout_manager(name), dry_run="All")
+                api.create_namespaced_custom_object(
+                    GROUP_ARGO, VERSION_ARGO, self.namespace, "rolloutmanagers",
+                    rollout_manager(name), dry_run="All")
         except Exception as err:
             with self._lock:
                 self.totals.failed += 1

@@ -42,6 +42,7 @@ from harness.plane import ControlPlane, PlaneError
 from harness.process import ManagedProcess, free_port, log_offset, logged, logged_all
 from harness.upstream import kargo_chart, trees
 from harness.upstream.trees import KARGO_NAMESPACE, KARGO_READY_LINE, PROJECT_LABEL
+from schemas.kinds import API_VERSION_KARGO
 from testkit.waits import WaitTimeout, wait_for
 
 # The namespaces Kargo's chart creates by default (global.clusterSecretsNamespace,
@@ -56,7 +57,6 @@ CHART_NAMESPACES = {
 EXTERNAL_WEBHOOK_SERVER_BASE_URL = "https://localhost"
 MANAGEMENT_READY_LINES = (re.compile(rb"Starting workers.*\"Project\""),
                           re.compile(rb"Starting workers.*\"Namespace\""))
-PROJECT_API_VERSION = "kargo.akuity.io/v1alpha1"
 
 
 def _base_env(base: Mapping[str, str], kubeconfig: Path) -> dict[str, str]:
@@ -137,7 +137,7 @@ def create_project(plane: ControlPlane, name: str, *, timeout: float = 60) -> st
     controller running, and wait until its namespace exists (Kargo's Project webhook
     creates it, labelled and with Kargo's finalizer) and Kargo says the Project is
     ``Ready``; returns the namespace's name."""
-    plane.apply_objects([{"apiVersion": PROJECT_API_VERSION, "kind": "Project",
+    plane.apply_objects([{"apiVersion": API_VERSION_KARGO, "kind": "Project",
                           "metadata": {"name": name}}])
     namespace = wait_for(f"namespace {name} of Project {name}",
                          lambda: _project_namespace(plane, name), timeout=timeout)
@@ -269,10 +269,10 @@ def _webhooks_act(plane: ControlPlane) -> bool:
     """Both of Kargo's configurations act: its Stage validator refuses a Stage outside a
     Project namespace, and its Promotion defaulter (which runs before any validator)
     refuses a Promotion of a Stage that does not exist."""
-    stage = _probe(plane, {"apiVersion": PROJECT_API_VERSION, "kind": "Stage", "spec": {
+    stage = _probe(plane, {"apiVersion": API_VERSION_KARGO, "kind": "Stage", "spec": {
         "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "probe"},
                               "sources": {"direct": True}}]}})
-    promotion = _probe(plane, {"apiVersion": PROJECT_API_VERSION, "kind": "Promotion",
+    promotion = _probe(plane, {"apiVersion": API_VERSION_KARGO, "kind": "Promotion",
                                "spec": {"stage": "probe", "freight": "probe"}})
     # Kargo's webhooks answer with a status of their own, which the API server passes on
     # as it is (without the usual "admission webhook ... denied the request").

@@ -38,8 +38,6 @@ KARGO_READY_LINE = re.compile(rb"Starting workers.*\"Stage\"")
 # The label Kargo's Project webhook and management controller put on a Project's
 # namespace; Kargo's validators admit nothing in a namespace without it.
 PROJECT_LABEL = "kargo.akuity.io/project"
-SHARD_LABEL = "kargo.akuity.io/shard"
-REFRESH_ANNOTATION = "kargo.akuity.io/refresh"
 
 
 class UpstreamMissing(ProcessError):

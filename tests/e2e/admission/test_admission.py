@@ -25,6 +25,7 @@ import yaml
 
 from harness.host_rollgate import HostRollgate
 from harness.plane import ControlPlane
+from schemas.kinds import GROUP_KARGO
 from testkit import objects
 from testkit.denials import EXAMPLES, assert_denied, causes, documented_paths, warnings_of
 from testkit.paths import REPO_ROOT
@@ -471,7 +472,7 @@ def test_dev_overlay_is_the_production_install_plus_crds_and_opt_in_rbac(kubectl
     assert [o for o in production if o["metadata"]["name"] == "rollgate-reconciler-plugins-write"]
     # The refresh component grants exactly `patch` on Stages (not their status).
     (role,) = [o for o in refresh if o["kind"] == "ClusterRole"]
-    assert role["rules"] == [{"apiGroups": ["kargo.akuity.io"], "resources": ["stages"],
+    assert role["rules"] == [{"apiGroups": [GROUP_KARGO], "resources": ["stages"],
                               "verbs": ["patch"]}]
     rest = [o for o in dev if o["kind"] != "CustomResourceDefinition"]
     assert sorted(map(json.dumps, rest)) == sorted(

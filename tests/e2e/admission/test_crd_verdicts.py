@@ -26,6 +26,7 @@ import yaml
 from harness.kits.plane import fresh_namespace, running_plane
 from harness.plane import ControlPlane
 from schemas.crdschema import bundled_schemas, check_against_crds, schemas_from_documents
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit.paths import REPO_ROOT
 
 CORPUS = REPO_ROOT / "tests" / "unit" / "schemas" / "corpus-crds"
@@ -144,7 +145,7 @@ def test_a_clusters_served_crds_give_the_same_verdicts(plane: ControlPlane,
     (tmp_path / "crds").mkdir()
     (tmp_path / "crds" / "cluster.yaml").write_text(served)
     cluster = schemas_from_documents([("cluster.yaml", yaml.safe_load(served))])
-    assert set(cluster.kinds) == {("kargo.akuity.io", "Stage"), ("argoproj.io", "RolloutManager")}
+    assert set(cluster.kinds) == {(GROUP_KARGO, "Stage"), (GROUP_ARGO, "RolloutManager")}
     pinned = [c for c in CASES if c["object"]["kind"] in ("Stage", "RolloutManager")]
     for case in pinned:
         expected = [f.field for f in check_against_crds(case["object"], schemas=SCHEMAS)]

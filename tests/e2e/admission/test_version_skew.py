@@ -20,6 +20,7 @@ import pytest
 from harness.host_rollgate import HostRollgate
 from harness.kits.shapes import ServedCrds
 from harness.plane import ControlPlane
+from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.skew import (
     PLUGIN_FIELD,
@@ -52,7 +53,7 @@ def stage(namespace: str) -> dict[str, Any]:
 
 
 def rollout_manager(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts", "namespace": namespace},
             "spec": {"plugins": {"metric": [{
                 "name": "argoproj-labs/sample", "location": "https://plugins.example/m",

@@ -22,6 +22,7 @@ from harness.host_rollgate import HostRollgate
 from harness.kits.kargo import sample_sum
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from testkit.waits import wait_for
 
 CRD = "rolloutmanagers.argoproj.io"
@@ -93,7 +94,7 @@ def test_the_plugins_controller_waits_for_its_crd_and_starts_when_it_appears(
 
         # The verification controller runs meanwhile: a Stage is reconciled.
         control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({
-            "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+            "apiVersion": API_VERSION_KARGO, "kind": "Stage",
             "metadata": {"name": "s"},
             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
                                            "sources": {"direct": True}}]}}))
@@ -109,7 +110,7 @@ def test_the_plugins_controller_waits_for_its_crd_and_starts_when_it_appears(
         wait_for("its caches", lambda: get(proc, "/readyz") == (200, "ok\n"))
         assert set(readiness) <= {200}, readiness
         control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts"}, "spec": {}}))
         wait_for("a RolloutManager reconcile",
                  lambda: reconciles(proc, "rollout-plugins") > 0)

@@ -28,12 +28,12 @@ from harness.process import ManagedProcess
 from harness.upstream import kargo as kargo_upstream
 from harness.upstream import kargo_chart
 from harness.upstream.trees import KARGO_NAMESPACE, PROJECT_LABEL
+from schemas.constants import KARGO_FINALIZER
 from testkit import objects
 from testkit.waits import wait_for
 
 WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfiguration",
                  "ValidatingWebhookConfiguration": "validatingwebhookconfiguration"}
-FINALIZER = "kargo.akuity.io/finalizer"
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_a_project_becomes_a_ready_project_namespace_and_goes_with_its_promotion
     with kargo_project(control_plane) as project:
         namespace = control_plane.get_json("namespace", project.ns)
         assert namespace["metadata"]["labels"][PROJECT_LABEL] == "true"
-        assert FINALIZER in namespace["metadata"]["finalizers"]
+        assert KARGO_FINALIZER in namespace["metadata"]["finalizers"]
         ready = kargo_upstream.project_condition(control_plane, project.ns, "Ready")
         assert (ready["status"], ready["reason"]) == ("True", "Synced")
         project.apply(objects.stage("s", warehouse="w",

@@ -22,6 +22,7 @@ from harness.kits.kargo import KargoProject, running_kargo
 from harness.kits.verification import MetricServer, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
+from schemas.constants import ANNOTATION_REVERIFY
 from testkit.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent
@@ -151,7 +152,7 @@ def check_failed_as_json_through_kubectl(project: KargoProject, bad: dict[str, A
 def check_what_observe_mode_would_report(project: KargoProject, good: dict[str, Any]) -> None:
     """A failed reverify after a success, while Kargo keeps verifiedIn: the finding."""
     project.stage("good", templates=(TEMPLATE,), verdict="fail")
-    project.annotate("good", "kargo.akuity.io/reverify", json.dumps({"id": good["id"]}))
+    project.annotate("good", ANNOTATION_REVERIFY, json.dumps({"id": good["id"]}))
     project.wait_latest("good", "Failed", count=2)
     doc = json.loads(explain(project.plane, "good", "-n", project.ns, "-o", "json").stdout)
     assert [f["kind"] for f in doc["findings"]] == ["VerifiedDespiteFailure"], doc

@@ -26,6 +26,13 @@ from harness.kits.verification import Cluster, MetricServer, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from reconciler.verification.naming import freight_collection_id
+from schemas.constants import (
+    ANNOTATION_ABORT,
+    ANNOTATION_REVERIFY,
+    LABEL_FREIGHT_COLLECTION,
+    LABEL_STAGE,
+)
+from schemas.kinds import API_VERSION_ARGO
 from testkit import kargo_shapes
 from testkit.waits import wait_for
 
@@ -87,8 +94,8 @@ def test_success_marks_freight_verified_and_then_nothing_is_written(
     assert [r["metadata"]["name"] for r in runs] == [entry["id"]]
     run = runs[0]
     assert run["metadata"]["labels"] == {
-        "team": "shop", "kargo.akuity.io/stage": "prod",
-        "kargo.akuity.io/freight-collection": cid, "rollgate.dev/attempt": "1",
+        "team": "shop", LABEL_STAGE: "prod",
+        LABEL_FREIGHT_COLLECTION: cid, "rollgate.dev/attempt": "1",
         "app.kubernetes.io/managed-by": "rollgate"}
     assert run["spec"]["args"] == [{"name": "verdict", "value": "pass"}]
     assert "/pass" in metrics.hits
@@ -147,7 +154,7 @@ def test_reverify_starts_one_more_attempt_once(cluster: Cluster, reconciler: Any
     cluster.stage("prod", verdict="pass")  # fixed; a spec change alone starts nothing
     value = first["id"] if form == "plain" else json.dumps(
         {"id": first["id"], "actor": "admin", "controlPlane": False})
-    cluster.annotate("prod", "kargo.akuity.io/reverify", value)
+    cluster.annotate("prod", ANNOTATION_REVERIFY, value)
     second = cluster.wait_latest("prod", "Successful", count=2)
     assert second["id"].endswith(".2")
     wait_for("verifiedIn", lambda: "prod" in cluster.verified_in("f1"))
@@ -166,7 +173,7 @@ def test_abort_terminates_the_run_and_records_aborted(cluster: Cluster, reconcil
     running = cluster.wait_latest("prod", "Running")
     value = running["id"] if form == "plain" else json.dumps(
         {"id": running["id"], "actor": "admin"})
-    cluster.annotate("prod", "kargo.akuity.io/abort", value)
+    cluster.annotate("prod", ANNOTATION_ABORT, value)
     entry = cluster.wait_latest("prod", "Aborted")
     assert entry["finishTime"]
     cond = cluster.condition("prod")
@@ -282,10 +289,10 @@ def test_a_foreign_run_for_the_collection_means_no_second_run(cluster: Cluster,
     cid = freight_collection_id(["f1"])
     foreign = verdict_template("http://127.0.0.1:9", name="x")["spec"]
     cluster.apply({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
         "metadata": {"name": f"prod.01jdq7kx9v7t3n6r8p2m4c5b0a.{cid[:7]}",
-                     "labels": {"kargo.akuity.io/stage": "prod",
-                                "kargo.akuity.io/freight-collection": cid}},
+                     "labels": {LABEL_STAGE: "prod",
+                                LABEL_FREIGHT_COLLECTION: cid}},
         "spec": {**foreign, "args": [{"name": "verdict", "value": "pass"}]},
     })
     cluster.promote("prod", "f1")

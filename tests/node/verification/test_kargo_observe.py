@@ -22,7 +22,8 @@ from harness.kits.verification import MetricServer, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo as kargo_upstream
-from harness.upstream import trees
+from reconciler.verification.payloads import ANNOTATION_REFRESH
+from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY, KARGO_FINALIZER
 from testkit import kargo_shapes
 from testkit.waits import wait_for
 
@@ -99,7 +100,7 @@ def test_ordinary_promotions_and_reverifies_are_counted_and_nothing_is_written(
                   phase="Successful") >= 1
 
     # A reverify as Kargo's CLI requests it: Kargo runs the verification again.
-    project.annotate("test", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
+    project.annotate("test", ANNOTATION_REVERIFY, json.dumps({"id": first["id"]}))
     wait_for("Kargo's second verification", lambda: len(project.history("test")) == 2
              and project.history("test")[0]["phase"] == "Successful")
     wait_for("the second finished verification", lambda: metric(
@@ -133,7 +134,7 @@ def test_kargo_holds_the_next_promotion_until_the_run_ends_and_nothing_is_stale(
     wait_for("the second Promotion to be Pending", lambda: any(
         p["name"] == second and p.get("phase") == "Pending"
         for p in project.promotions("uat")))
-    project.annotate("uat", "kargo.akuity.io/abort", json.dumps({"id": running["id"]}))
+    project.annotate("uat", ANNOTATION_ABORT, json.dumps({"id": running["id"]}))
     project.wait_promoted("uat", "a2")
     stage = project.get("stage", "uat") or {}
     old = stage["status"]["freightHistory"][1]["verificationHistory"][0]
@@ -160,7 +161,7 @@ def test_a_failed_reverify_after_success_while_kargo_keeps_verified_in(
     first = project.promote_and_verify("prod", "a1")
     # The same Stage now asks for a failing verdict; a reverify runs it.
     project.stage("prod", templates=("two-step",), verdict="fail")
-    project.annotate("prod", "kargo.akuity.io/reverify", json.dumps({"id": first["id"]}))
+    project.annotate("prod", ANNOTATION_REVERIFY, json.dumps({"id": first["id"]}))
     wait_for("Kargo's failed reverify", lambda: (e := project.history("prod")) and len(e) == 2
              and e[0]["phase"] == "Failed")
     freight = project.freight_names["a1"]
@@ -205,7 +206,7 @@ def test_kargo_promotes_and_verifies_while_rollgates_webhook_is_down(
         project.wait_promoted("dev", "a1")
         project.wait_verified("dev")
         stage = project.get("stage", "dev") or {}
-        assert "kargo.akuity.io/finalizer" in stage["metadata"].get("finalizers", [])
+        assert KARGO_FINALIZER in stage["metadata"].get("finalizers", [])
         assert "dev" in project.verified_in(project.freight_names["a1"])
     finally:
         rollgate.start_webhook()
@@ -241,7 +242,7 @@ def test_a_run_kargo_has_not_recorded_is_reported_and_refreshed(
             assert events[0]["type"] == "Warning" and run in events[0]["message"]
             value = wait_for("Kargo's refresh request", lambda: (project.get(
                 "stage", "lag") or {})["metadata"].get("annotations", {}).get(
-                trees.REFRESH_ANNOTATION))
+                ANNOTATION_REFRESH))
             asked = dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
             assert abs((dt.datetime.now(dt.UTC) - asked).total_seconds()) < 60  # RFC 3339
             project.wait_verified("lag", timeout=30)  # far inside Kargo's 5-minute requeue
@@ -283,7 +284,7 @@ def test_a_completion_kargos_handler_cannot_map_is_refreshed_before_the_lag(
                      if '"asked Kargo to refresh the Stage"' in line]
         assert [r["why"] for r in refreshes] == ["completed before any Stage named the run"]
         assert (project.get("stage", "early") or {})["metadata"]["annotations"].get(
-            trees.REFRESH_ANNOTATION)
+            ANNOTATION_REFRESH)
         time.sleep(2)
         assert project.events("VerificationNotRecorded") == []
         assert metric(proc, "rollgate_verification_anomalies_total",

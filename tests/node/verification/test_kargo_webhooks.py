@@ -21,7 +21,9 @@ from harness.kits.kargo import STEPS, KargoProject, kargo_project, metric, runni
 from harness.kits.verification import MetricServer, verdict_template
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
-from harness.upstream import trees
+from reconciler.verification.shards import LABEL_SHARD
+from schemas.constants import KARGO_FINALIZER, LABEL_FREIGHT_COLLECTION
+from schemas.kinds import API_VERSION_KARGO
 from testkit import objects
 from testkit.waits import wait_for
 
@@ -61,7 +63,7 @@ def test_a_stage_passes_kargos_defaulting_then_rollgates_validation(
     project.kubectl("apply", "-f", "-", input=json.dumps(good))
     stored = project.get("stage", "good") or {}
     # Kargo's defaulter set the shard label from spec.shard; rollgate added nothing.
-    assert stored["metadata"]["labels"][trees.SHARD_LABEL] == "blue"
+    assert stored["metadata"]["labels"][LABEL_SHARD] == "blue"
     assert stored["spec"]["verification"] == good["spec"]["verification"]
     again = project.kubectl("apply", "-f", "-", input=json.dumps(good))
     assert "unchanged" in again.stdout
@@ -75,7 +77,7 @@ def test_a_promotion_kargos_webhook_completes_is_promoted_and_verified(
     freight = project.freight_names["w1"]
     assert freight != "f-w1", "Kargo's webhook names Freight by its id"
     out = project.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Promotion",
+        "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
         "metadata": {"generateName": "promo-", "namespace": project.ns},
         "spec": {"stage": "uat", "freight": freight}}))
     promotion = json.loads(out.stdout)
@@ -85,7 +87,7 @@ def test_a_promotion_kargos_webhook_completes_is_promoted_and_verified(
     project.wait_promoted("uat", "w1")
     project.wait_verified("uat")
     assert "uat" in project.verified_in(freight)
-    wait_for("Kargo's finalizer", lambda: "kargo.akuity.io/finalizer" in (
+    wait_for("Kargo's finalizer", lambda: KARGO_FINALIZER in (
         project.get("stage", "uat") or {})["metadata"].get("finalizers", []))
 
 
@@ -101,7 +103,7 @@ def test_auto_promotion_from_a_direct_source_runs_one_verification(
         name="reconciler-kargo-auto")
     try:
         proc.wait_ready(60)
-        project.apply({"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "ProjectConfig",
+        project.apply({"apiVersion": API_VERSION_KARGO, "kind": "ProjectConfig",
                        "metadata": {"name": project.ns},
                        "spec": {"promotionPolicies": [
                            {"stage": "auto", "autoPromotionEnabled": True}]}})
@@ -111,7 +113,7 @@ def test_auto_promotion_from_a_direct_source_runs_one_verification(
         collection = (project.get("stage", "auto") or {})["status"]["freightHistory"][0]["id"]
         wait_for("the verification counted", lambda: _finished(proc, project, "auto") == 1)
         runs = [r for r in project.runs("auto") if r["metadata"]["labels"].get(
-            "kargo.akuity.io/freight-collection") == collection]
+            LABEL_FREIGHT_COLLECTION) == collection]
         entries = project.history("auto")
         duplicates = project.events("DuplicateVerificationRuns")
         print(f"auto-promotion: {len(runs)} run(s) and {len(entries)} verification "

@@ -17,6 +17,7 @@ from reconciler.plugins.audit import (
     new_findings,
 )
 from reconciler.plugins.decisions import audited_manager, controller_reference, namespace_mode
+from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 
 SHA_GW = "4b3aafd8f48b3cf1bd4b5ea4e2f0cc1a3f43d24e8b24c4d4a6e2b3b3c8e3a1f0"
@@ -49,7 +50,7 @@ OPERATOR_METRIC = f"""- name: argoproj-labs/sample-prometheus
 
 
 def rm(plugins: Any = SPEC, **meta: Any) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts", "namespace": "ns", **meta},
             "spec": {"plugins": plugins}}
 
@@ -202,7 +203,7 @@ def deployment(*refs: dict[str, Any]) -> dict[str, Any]:
     return objects.deployment(namespace="ns", ownerReferences=list(refs))
 
 
-RM_REF = {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager", "name": "rollouts",
+RM_REF = {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager", "name": "rollouts",
           "uid": "u-1", "controller": True, "blockOwnerDeletion": True}
 
 

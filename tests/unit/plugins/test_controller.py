@@ -33,6 +33,7 @@ from reconciler.runtime.manager import Manager
 from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.types import Key
 from reconciler.runtime.watches import keys_for
+from schemas.kinds import API_VERSION_ARGO
 from testkit.fakeapi import Events, FakeApi, Interceptors, context, never
 
 
@@ -74,7 +75,7 @@ def test_a_deleting_rollout_manager_does_not_own() -> None:
 
 
 OPERATOR_DEPLOYMENT = {"metadata": {"name": "argo-rollouts", "namespace": "ns", "ownerReferences": [
-    {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager", "name": "b",
+    {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager", "name": "b",
      "uid": "u-b", "controller": True}]}}
 PLAIN_DEPLOYMENT = {"metadata": {"name": "argo-rollouts", "namespace": "ns"}}
 

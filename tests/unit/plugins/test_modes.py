@@ -22,6 +22,7 @@ from reconciler.runtime.health import Metrics
 from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key, Requeue
 from reconciler.runtime.watches import keys_for
+from schemas.kinds import API_VERSION_ARGO
 from testkit.fakeapi import Events, FakeApi, Interceptors, context, never
 
 GOOD = "a1" * 32
@@ -71,7 +72,7 @@ class World:
            generation: int = 1, created: str = "2026-01-01T00:00:01Z",
            conditions: list[dict[str, Any]] | None = None) -> None:
         obj: dict[str, Any] = {
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": generation,
                          "creationTimestamp": created},
             "spec": {"plugins": plugins},
@@ -84,7 +85,7 @@ class World:
                    ) -> None:
         meta: dict[str, Any] = {"name": "argo-rollouts", "namespace": NS}
         if operator:
-            meta["ownerReferences"] = [{"apiVersion": "argoproj.io/v1alpha1",
+            meta["ownerReferences"] = [{"apiVersion": API_VERSION_ARGO,
                                         "kind": "RolloutManager", "name": "rollouts",
                                         "uid": "u-1", "controller": True}]
         self.api.put(DEPLOYMENT, {"metadata": meta, "spec": {"template": {

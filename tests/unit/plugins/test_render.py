@@ -24,6 +24,7 @@ from reconciler.plugins.render import (
     checksum,
     render_plugin_config,
 )
+from schemas.kinds import API_VERSION_ARGO
 
 SHA = "a" * 64
 ARGO_FIELDS = {"name", "location", "sha256"}
@@ -31,7 +32,7 @@ ARGO_FIELDS = {"name", "location", "sha256"}
 
 def rm(plugins: Any = None, *, name: str = "rm", with_plugins: bool = True) -> dict[str, Any]:
     obj: dict[str, Any] = {
-        "apiVersion": "argoproj.io/v1alpha1",
+        "apiVersion": API_VERSION_ARGO,
         "kind": "RolloutManager",
         "metadata": {"name": name, "namespace": "argo-rollouts"},
         "spec": {},

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import schemas
+from schemas.kinds import API_VERSION_ARGO
 from schemas.plugins import MAX_LOCATION
 
 SHA = "ab" * 32
@@ -23,7 +24,7 @@ SHA = "ab" * 32
 
 def rm(location: str, **entry: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
         "metadata": {"name": "r", "namespace": "ns"},
         "spec": {"plugins": {"metric": [{"name": "a/x", "location": location, **entry}]}},
     }

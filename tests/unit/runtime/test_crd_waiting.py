@@ -19,6 +19,7 @@ from reconciler.runtime.manager import Manager
 from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.types import Context, Controller, Key, Watch
 from reconciler.runtime.watches import enqueue_self
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit.fakeapi import FakeApi, api_error
 from testkit.waits import wait_for
 
@@ -126,8 +127,8 @@ def test_missing_crds_asks_once_per_group_version_and_skips_built_in_kinds() -> 
     missing = missing_crds(served, [STAGE, FREIGHT, ANALYSIS_RUN, CONFIG_MAP, DEPLOYMENT,
                                     STAGE.labelled("a=b")])
     assert missing == [crd_name(STAGE), crd_name(FREIGHT)]
-    assert sorted(served.asked) == [("argoproj.io", "v1alpha1"),
-                                    ("kargo.akuity.io", "v1alpha1")]
+    assert sorted(served.asked) == [(GROUP_ARGO, VERSION_ARGO),
+                                    (GROUP_KARGO, VERSION_KARGO)]
 
 
 def test_once_ready_a_replica_stays_ready_while_caches_fill_again(parts: Any) -> None:

@@ -23,6 +23,7 @@ from reconciler.runtime.cache import CacheView, Store
 from reconciler.runtime.informer import Informer
 from reconciler.runtime.manager import Manager
 from reconciler.runtime.options import RuntimeOptions
+from reconciler.verification.shards import LABEL_SHARD
 from testkit.fakeapi import FakeApi
 
 
@@ -117,9 +118,9 @@ def test_manager_narrows_the_plugins_watches_to_the_flagged_names() -> None:
 def test_labelled_resource_is_listed_and_watched_with_a_label_selector() -> None:
     selected = STAGE.labelled("kargo.akuity.io/shard=a")
     in_a = {"metadata": {"name": "s", "namespace": "ns", "labels": {
-        "kargo.akuity.io/shard": "a"}}}
+        LABEL_SHARD: "a"}}}
     in_b = {"metadata": {"name": "t", "namespace": "ns", "labels": {
-        "kargo.akuity.io/shard": "b"}}}
+        LABEL_SHARD: "b"}}}
     api, store = run(selected, [in_a, in_b], kind=STAGE)
     (_, list_path, list_query), (_, _, watch_query) = api.wire
     assert list_path == "/apis/kargo.akuity.io/v1alpha1/stages"

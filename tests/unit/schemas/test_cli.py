@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from schemas.kinds import API_VERSION_KARGO
+
 VALID = """\
 apiVersion: kargo.akuity.io/v1alpha1
 kind: Stage
@@ -174,7 +176,7 @@ def test_json_output_for_ci(tmp_path: Path) -> None:
     first = document["findings"][0]
     assert first == {
         "file": "bad.yaml", "line": 15, "column": 16,
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "namespace": None,
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "namespace": None,
         "name": "uat", "field": "spec.verification.args[0].value", "severity": "error",
         "message": 'must be a string; YAML reads 8080 as an integer, so quote it: "8080"',
     }
@@ -200,7 +202,7 @@ def test_a_directory_means_its_manifest_files_in_name_order(tmp_path: Path) -> N
     (manifests / "b.yml").write_text(INVALID)
     (manifests / "a.yaml").write_text(VALID)
     (manifests / "c.json").write_text(json.dumps({
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
         "metadata": {"name": "from-json"},
         "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
                                        "sources": {"direct": True}}],

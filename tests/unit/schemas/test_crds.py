@@ -29,6 +29,13 @@ from schemas.crdschema import (
 )
 from schemas.crdschema.load import BUNDLED_FILES, bundled_text
 from schemas.findings import Finding
+from schemas.kinds import (
+    API_VERSION_ARGO,
+    API_VERSION_KARGO,
+    GROUP_ARGO,
+    GROUP_KARGO,
+    VERSION_KARGO,
+)
 from testkit.paths import REPO_ROOT
 
 CORPUS = Path(__file__).parent / "corpus-crds"
@@ -99,8 +106,8 @@ def test_bundled_crds_are_declared_package_data() -> None:
 
 def test_the_bundled_schemas_are_read_once() -> None:
     assert bundled_schemas() is bundled_schemas()
-    assert set(bundled_schemas().kinds) == {("kargo.akuity.io", "Stage"),
-                                           ("argoproj.io", "RolloutManager")}
+    assert set(bundled_schemas().kinds) == {(GROUP_KARGO, "Stage"),
+                                           (GROUP_ARGO, "RolloutManager")}
 
 
 # ---------------------------------------------------------------- --crds DIR
@@ -120,7 +127,7 @@ def test_schemas_from_a_kubectl_list_and_unserved_versions() -> None:
     old.update(name="v1alpha0", served=False)
     crd["spec"]["versions"].append(old)
     found = schemas_from_documents([("x", {"apiVersion": "v1", "kind": "List", "items": [crd]})])
-    assert set(found.kinds[("kargo.akuity.io", "Stage")]) == {"v1alpha1"}
+    assert set(found.kinds[(GROUP_KARGO, "Stage")]) == {VERSION_KARGO}
     assert schemas_from_documents([("x", None), ("y", {"kind": "Stage"})]).kinds == {}
 
 
@@ -229,7 +236,7 @@ _json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.di
 @settings(max_examples=150, deadline=None)
 @given(kind=st.sampled_from(["Stage", "RolloutManager", "Widget"]), body=_json)
 def test_any_object_gives_findings_never_an_exception(kind: str, body: object) -> None:
-    group = {"Stage": "kargo.akuity.io/v1alpha1", "RolloutManager": "argoproj.io/v1alpha1",
+    group = {"Stage": API_VERSION_KARGO, "RolloutManager": API_VERSION_ARGO,
              "Widget": "test.rollgate.dev/v1"}[kind]
     obj = {"apiVersion": group, "kind": kind, **(body if isinstance(body, dict) else
                                                  {"spec": body})}

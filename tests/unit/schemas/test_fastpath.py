@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import schemas
 from schemas.compiled import PLUGINS_VALIDATOR, STAGE_VALIDATOR, SchemaValidator
 from schemas.findings import sort_findings
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from schemas.translate import schema_findings
 
 # ------------------------------------------------------------------------- values
@@ -292,7 +293,7 @@ def test_generated_objects_are_both_valid_and_invalid(strategy: Any, validator: 
 # every optional field, names at the 253-character limit.
 VALID_OBJECTS: list[tuple[str, SchemaValidator, dict[str, Any]]] = [
     ("stage-verification", STAGE_VALIDATOR, {
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
         "metadata": {"name": "prod", "namespace": "shop"},
         "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"}}],
                  "verification": {
@@ -305,7 +306,7 @@ VALID_OBJECTS: list[tuple[str, SchemaValidator, dict[str, Any]]] = [
                  }},
     }),
     ("stage-analysis", STAGE_VALIDATOR, {
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": {"name": "p"},
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": "p"},
         "spec": {"analysis": {
             "templates": [{"templateName": "a.b", "clusterScope": True},
                           {"templateName": "c", "clusterScope": None}],
@@ -315,7 +316,7 @@ VALID_OBJECTS: list[tuple[str, SchemaValidator, dict[str, Any]]] = [
         }},
     }),
     ("rolloutmanager", PLUGINS_VALIDATOR, {
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
         "metadata": {"name": "rm"},
         "spec": {"plugins": {
             "trafficManagement": [{"name": "a/b", "location": "https://x/y", "sha256": None}],
@@ -455,7 +456,7 @@ class CountingValidator:
 
 
 VALID_STAGE = {
-    "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
     "metadata": {"name": "prod", "namespace": "shop"},
     "spec": {"verification": {
         "analysisTemplates": [{"name": "success-rate"},

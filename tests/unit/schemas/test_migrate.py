@@ -15,6 +15,7 @@ import yaml
 
 import schemas
 from schemas.cli.migrate import convert, legacy_findings
+from schemas.kinds import API_VERSION_KARGO
 from testkit.paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "migrate" / "stage-analysis.yaml"
@@ -140,7 +141,7 @@ def test_lists_flow_style_json_and_null(tmp_path: Path) -> None:
         "  data: {analysis: x}\n"
     )
     (tmp_path / "stage.json").write_text(json.dumps({
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "metadata": {"name": "j"},
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": "j"},
         "spec": {"analysis": {"templates": [{"templateName": "t"}],
                               "args": [{"name": "msg", "value": "café\nbar"}]}},
     }, indent=2, ensure_ascii=False))
@@ -224,7 +225,7 @@ def test_convert_maps_each_field() -> None:
 
 
 def test_legacy_finding_only_for_stages_with_the_old_stanza() -> None:
-    stage = {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+    stage = {"apiVersion": API_VERSION_KARGO, "kind": "Stage",
              "spec": {"analysis": {"templates": [{"templateName": "a"}]}}}
     [finding] = legacy_findings(stage, file="my stage.yaml")
     assert (finding.field, finding.warning) == ("spec.analysis", False)

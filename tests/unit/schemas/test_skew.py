@@ -14,6 +14,7 @@ import yaml
 from reconciler.plugins.render import render_plugin_config
 from reconciler.verification.analysis_run import check_stanza
 from schemas import check_rollout_manager, check_stage, errors, warnings
+from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.paths import REPO_ROOT
 from testkit.skew import (
@@ -35,7 +36,7 @@ def stage_with_new_field() -> dict[str, Any]:
 
 
 def rm_with_new_field() -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "RolloutManager",
+    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
             "metadata": {"name": "rollouts", "namespace": "ns"},
             "spec": {"plugins": {"metric": [{
                 "name": "argoproj-labs/sample", "location": "https://plugins.example/m",

@@ -22,6 +22,7 @@ from kubekit.kinds import (
 from kubekit.rest import APPLY_PATCH, JSON_PATCH, is_already_exists, is_conflict, reason_of
 from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.watches import enqueue_self
+from schemas.kinds import API_VERSION_KARGO
 from testkit import objects
 from testkit.fakeapi import Events, FakeApi, Interceptors, api_error, context, never
 
@@ -38,7 +39,7 @@ def test_create_sets_what_the_server_sets_and_refuses_a_duplicate() -> None:
     api = FakeApi()
     created = api.create(STAGE, "ns", stage(status={"phase": "x"}))
     meta = created["metadata"]
-    assert (created["apiVersion"], created["kind"]) == ("kargo.akuity.io/v1alpha1", "Stage")
+    assert (created["apiVersion"], created["kind"]) == (API_VERSION_KARGO, "Stage")
     assert meta["namespace"] == "ns" and meta["generation"] == 1
     assert meta["uid"] and meta["creationTimestamp"] and meta["resourceVersion"]
     assert "status" not in created  # a status subresource: ignored on create

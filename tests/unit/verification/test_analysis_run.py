@@ -15,6 +15,8 @@ from reconciler.verification.analysis_run import (
     build_analysis_run,
 )
 from reconciler.verification.naming import freight_collection_id, label_value, run_labels, run_name
+from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from schemas.names import label_value_problem
 from testkit import objects
 from testkit.objects import k8s_object
@@ -73,7 +75,7 @@ def metric_names(run):
 
 def test_one_template_gives_its_metrics_and_the_run_identity():
     run = build(stage("rate"), tmpl("rate", metrics=["success"]))
-    assert run["apiVersion"] == "argoproj.io/v1alpha1"
+    assert run["apiVersion"] == API_VERSION_ARGO
     assert run["kind"] == "AnalysisRun"
     assert run["metadata"]["name"] == f"prod.{COLLECTION[:7]}.1"
     assert run["metadata"]["namespace"] == NS
@@ -366,14 +368,14 @@ def test_labels_annotations_and_owner_reference():
     meta = run["metadata"]
     assert meta["labels"] == {
         "team": "shop",
-        "kargo.akuity.io/stage": "prod",
-        "kargo.akuity.io/freight-collection": COLLECTION,
+        LABEL_STAGE: "prod",
+        LABEL_FREIGHT_COLLECTION: COLLECTION,
         "rollgate.dev/attempt": "3",
         "app.kubernetes.io/managed-by": "rollgate",
     }
     assert meta["annotations"] == {"note": "hi", "rollgate.dev/freight": "f-a,f-b"}
     assert meta["ownerReferences"] == [{
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage", "name": "prod",
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": "prod",
         "uid": "uid-1", "controller": True, "blockOwnerDeletion": False,
     }]
     assert meta["name"].endswith(".3")
@@ -411,17 +413,17 @@ def test_name_at_the_limit_is_not_shortened():
 def test_long_stage_label_value_is_shortened_as_kargo_does_and_full_value_annotated():
     name = "stage-" + "x" * 70
     run = build(stage("a", name=name), tmpl("a", metrics=["m"]))
-    label = run["metadata"]["labels"]["kargo.akuity.io/stage"]
+    label = run["metadata"]["labels"][LABEL_STAGE]
     assert len(label) == 63
     # Kargo's kubernetes.ShortenLabelValue: HashShorten(value, 63, "-", 8).
     assert label == name[:54] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    assert run["metadata"]["annotations"]["kargo.akuity.io/stage"] == name
+    assert run["metadata"]["annotations"][LABEL_STAGE] == name
     assert label_value(name) == label
 
 
 def test_short_label_values_get_no_annotation():
     run = build(stage("a"), tmpl("a", metrics=["m"]))
-    assert "kargo.akuity.io/stage" not in run["metadata"]["annotations"]
+    assert LABEL_STAGE not in run["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize("tail", ["-", "--", "_", "."])

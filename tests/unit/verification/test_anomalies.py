@@ -18,6 +18,7 @@ from reconciler.verification.anomalies import (
     verified_despite_failure,
 )
 from reconciler.verification.naming import freight_collection_id
+from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
 from testkit import objects
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -31,8 +32,8 @@ def run(name: str, cid: str, phase: str = "Running", created: str = OLD,
     if completed is not None:
         status["completedAt"] = completed
     return objects.analysis_run(name, creationTimestamp=created, status=status,
-                                labels={"kargo.akuity.io/stage": "prod",
-                                        "kargo.akuity.io/freight-collection": cid})
+                                labels={LABEL_STAGE: "prod",
+                                        LABEL_FREIGHT_COLLECTION: cid})
 
 
 def ago(seconds: float) -> str:

@@ -11,6 +11,7 @@ import yaml
 from kubekit.client import load_api_client
 from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
 from reconciler.explain_command import context_namespace, main, read
+from schemas.constants import LABEL_STAGE
 from testkit.fakeapi import FakeApi
 
 
@@ -52,7 +53,7 @@ def test_it_reads_the_stage_its_runs_by_kargos_label_and_the_current_freight() -
     api.put(FREIGHT, {"metadata": {"name": "f1", "namespace": "ns"}})
     for name, stage in (("r1", "test"), ("r2", "other")):
         api.put(ANALYSIS_RUN, {"metadata": {"name": name, "namespace": "ns", "labels": {
-            "kargo.akuity.io/stage": stage}}})
+            LABEL_STAGE: stage}}})
 
     stage, runs, freight = read(api.rest(), namespace="ns", name="test")
 

@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.verification.anomalies import anomalies
 from reconciler.verification.explain import explain_stage
 from reconciler.verification.explain_text import render
+from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
 from testkit import objects
 
 NOW = dt.datetime(2026, 12, 1, 22, 30, tzinfo=dt.UTC)
@@ -43,8 +44,8 @@ def run(phase: str = "Successful", *, name: str = RUN, cid: str = CID,
         status["message"] = 'Metric "verdict" assessed Failed due to failed (2) > failureLimit (1)'
         status["metricResults"][0]["message"] = status["message"]
     return objects.analysis_run(name, namespace="ns", creationTimestamp=created, status=status,
-                                labels={"kargo.akuity.io/stage": "test",
-                                        "kargo.akuity.io/freight-collection": cid})
+                                labels={LABEL_STAGE: "test",
+                                        LABEL_FREIGHT_COLLECTION: cid})
 
 
 def entry(phase: str = "Successful", *, ident: str = ENTRY, name: str = RUN,

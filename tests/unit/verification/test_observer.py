@@ -17,12 +17,14 @@ from reconciler.runtime.types import Context, Key, Requeue
 from reconciler.verification.naming import freight_collection_id
 from reconciler.verification.observer import VerificationObserver
 from reconciler.verification.options import VerificationOptions
+from reconciler.verification.payloads import ANNOTATION_REFRESH
+from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
+from schemas.kinds import API_VERSION_KARGO
 from testkit.fakeapi import Events, FakeApi, Request, api_error, context
 
 NS = "shop"
 CID = freight_collection_id(["f1"])
 RUN = f"prod.01jabcdefghjkmnpqrstvwxyz.{CID[:7]}"  # Kargo's run name
-REFRESH = "kargo.akuity.io/refresh"
 
 
 def stamp(seconds_ago: float) -> str:
@@ -36,7 +38,7 @@ def make_api(*, entry_phase: str = "Running", run_phase: str = "Successful",
     api = FakeApi()
     api.put(FREIGHT, {"metadata": {"name": "f1", "namespace": NS}})
     api.put(STAGE, {
-        "apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
         "metadata": {"name": "prod", "namespace": NS, "uid": "u", "labels": labels or {}},
         "status": {"freightHistory": [{
             "id": CID, "items": {"Warehouse/w": {"name": "f1"}},
@@ -48,8 +50,8 @@ def make_api(*, entry_phase: str = "Running", run_phase: str = "Successful",
         status["completedAt"] = stamp(completed)
     api.put(ANALYSIS_RUN, {
         "metadata": {"name": RUN, "namespace": NS, "creationTimestamp": stamp(60),
-                     "labels": {"kargo.akuity.io/stage": "prod",
-                                "kargo.akuity.io/freight-collection": CID}},
+                     "labels": {LABEL_STAGE: "prod",
+                                LABEL_FREIGHT_COLLECTION: CID}},
         "status": status})
     return api
 
@@ -168,12 +170,12 @@ def test_refresh_lagging_sets_kargos_refresh_request_once_per_entry() -> None:
     (call,) = refreshes(api)
     assert str(call) == "patch stages/prod"  # the Stage itself, not its status
     body = call.body
-    assert body == {"metadata": {"annotations": {REFRESH: body["metadata"]["annotations"][
-        REFRESH]}}}  # metadata only
-    value = body["metadata"]["annotations"][REFRESH]
+    value = body["metadata"]["annotations"][ANNOTATION_REFRESH]
+    assert body == {"metadata": {"annotations": {ANNOTATION_REFRESH: value}}}  # metadata only
+    value = body["metadata"]["annotations"][ANNOTATION_REFRESH]
     assert value.endswith("Z") and dt.datetime.fromisoformat(value) >= before  # RFC 3339
     stage = api.get(STAGE, NS, "prod")
-    assert stage is not None and stage["metadata"]["annotations"][REFRESH] == value
+    assert stage is not None and stage["metadata"]["annotations"][ANNOTATION_REFRESH] == value
     assert "status" not in body
     assert events_of(ctx).reasons() == ["VerificationNotRecorded"]
 
@@ -240,7 +242,7 @@ def test_a_completion_before_kargos_entry_is_refreshed_at_once_without_a_finding
     api.put(STAGE, stage)
     after = reconcile(controller, ctx)
     (call,) = refreshes(api)  # at once: not after the 10 s lag
-    assert REFRESH in call.body["metadata"]["annotations"]
+    assert ANNOTATION_REFRESH in call.body["metadata"]["annotations"]
     assert events_of(ctx).reasons() == []  # no finding yet: Kargo may still record it in time
     assert after is not None and after > 8  # the finding stays due at the lag
     reconcile(controller, ctx)

@@ -20,6 +20,13 @@ import pytest
 from reconciler.verification import plan as planner
 from reconciler.verification.naming import freight_collection_id, label_value, run_name
 from reconciler.verification.payloads import collection_id
+from schemas.constants import (
+    ANNOTATION_ABORT,
+    ANNOTATION_REVERIFY,
+    KARGO_FINALIZER,
+    LABEL_FREIGHT_COLLECTION,
+    LABEL_STAGE,
+)
 from schemas.references import TemplateKey
 from testkit import objects
 
@@ -54,7 +61,7 @@ def collection(*names: str, history: list[dict[str, Any]] | None = None) -> dict
 
 def run(name: str, *, attempt: int, phase: str = "", cid: str = CID, ours: bool = True,
         terminate: bool = False, request: str | None = None) -> dict[str, Any]:
-    labels = {"kargo.akuity.io/stage": "prod", "kargo.akuity.io/freight-collection": cid}
+    labels = {LABEL_STAGE: "prod", LABEL_FREIGHT_COLLECTION: cid}
     if ours:
         labels.update({"rollgate.dev/attempt": str(attempt),
                        "app.kubernetes.io/managed-by": "rollgate"})
@@ -165,7 +172,7 @@ def test_failed_reverification_removes_verified_in() -> None:
                 "finishTime": NOW, "analysisRun": {"name": RUN1, "namespace": NS,
                                                    "phase": "Successful"}}]
     st = stage(history=[collection("f1", history=history)],
-               annotations={"kargo.akuity.io/reverify": RUN1})
+               annotations={ANNOTATION_REVERIFY: RUN1})
     st["status"]["conditions"] = [{"type": "Verified", "status": "True", "reason": "Verified",
                                    "message": "Freight has been verified",
                                    "observedGeneration": 1, "lastTransitionTime": NOW}]
@@ -322,7 +329,7 @@ def test_run_deleted_before_it_finished_is_an_error() -> None:
     RUN1, json.dumps({"id": RUN1, "actor": "admin", "controlPlane": False}), ""])
 def test_reverify_of_a_finished_verification_starts_one_more_attempt(value: str) -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Failed")]))
-    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = value
+    st["metadata"]["annotations"][ANNOTATION_REVERIFY] = value
     p = plan(st, [run(RUN1, attempt=1, phase="Failed")])
     created = p.create
     assert created is not None and created["metadata"]["name"] == RUN2
@@ -340,7 +347,7 @@ def test_reverify_of_a_finished_verification_starts_one_more_attempt(value: str)
 
 def test_reverify_while_running_waits_for_the_run_to_finish() -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
-    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = RUN1
+    st["metadata"]["annotations"][ANNOTATION_REVERIFY] = RUN1
     assert plan(st, [run(RUN1, attempt=1, phase="Running")]).create is None
     p = plan(st, [run(RUN1, attempt=1, phase="Successful")])
     assert p.create is not None and p.create["metadata"]["name"] == RUN2
@@ -348,7 +355,7 @@ def test_reverify_while_running_waits_for_the_run_to_finish() -> None:
 
 def test_reverify_naming_an_older_verification_is_ignored_with_a_warning() -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Failed")]))
-    st["metadata"]["annotations"]["kargo.akuity.io/reverify"] = "someone-elses-id"
+    st["metadata"]["annotations"][ANNOTATION_REVERIFY] = "someone-elses-id"
     p = plan(st, [run(RUN1, attempt=1, phase="Failed")])
     assert p.create is None and p.status is None
     assert [(e.type, e.reason) for e in p.events] == [("Warning", "ReverifyIgnored")]
@@ -358,7 +365,7 @@ def test_reverify_naming_an_older_verification_is_ignored_with_a_warning() -> No
 @pytest.mark.parametrize("value", [RUN1, json.dumps({"id": RUN1, "actor": "admin"}), ""])
 def test_abort_terminates_the_run_once_and_records_aborted(value: str) -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
-    st["metadata"]["annotations"]["kargo.akuity.io/abort"] = value
+    st["metadata"]["annotations"][ANNOTATION_ABORT] = value
     p = plan(st, [run(RUN1, attempt=1, phase="Running")])
     assert p.terminate == [planner.Terminate(RUN1, value)]
     st = applied(st, p)
@@ -373,7 +380,7 @@ def test_abort_terminates_the_run_once_and_records_aborted(value: str) -> None:
 
 def test_abort_naming_an_older_verification_warns_and_aborts_nothing() -> None:
     st = applied(stage(), plan(stage(), [run(RUN1, attempt=1, phase="Running")]))
-    st["metadata"]["annotations"]["kargo.akuity.io/abort"] = "older"
+    st["metadata"]["annotations"][ANNOTATION_ABORT] = "older"
     p = plan(st, [run(RUN1, attempt=1, phase="Running")])
     assert p.terminate == [] and p.status is None
     assert [e.reason for e in p.events] == ["AbortIgnored"]
@@ -445,9 +452,9 @@ def test_foreign_run_for_the_collection_is_a_conflict_with_no_write() -> None:
 def test_a_stage_kargo_reconciles_is_a_conflict_before_kargo_has_a_run() -> None:
     """Kargo's finalizer is there from Kargo's first reconcile, before its run and entry."""
     st = stage()
-    st["metadata"]["finalizers"] = ["kargo.akuity.io/finalizer"]
+    st["metadata"]["finalizers"] = [KARGO_FINALIZER]
     p = plan(st)
-    assert p.conflict and "kargo.akuity.io/finalizer" in p.conflict
+    assert p.conflict and "kargo.akuity.io/finalizer" in p.conflict  # the text users read
     assert p.create is None and p.status is None and p.freight == []
     assert [(e.type, e.reason) for e in p.events] == [("Warning", "VerifierConflict")]
     assert plan(stage()).create is not None  # the same Stage without it is verified

@@ -30,6 +30,8 @@ from reconciler.verification.observer import VerificationObserver
 from reconciler.verification.options import VerificationOptions
 from reconciler.verification.packed import Packed
 from reconciler.verification.payloads import promotion_finished_at
+from reconciler.verification.shards import LABEL_SHARD
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from testkit import kargo_shapes
 from testkit.fakeapi import Events, FakeApi, context
 
@@ -188,15 +190,15 @@ def dropped(whole: Any, kept: Any, reads: set[Path]) -> list[str]:
 # ------------------------------------------------------------------ the objects
 
 
-MANAGED = [{"manager": "kargo", "operation": "Update", "apiVersion": "kargo.akuity.io/v1alpha1",
+MANAGED = [{"manager": "kargo", "operation": "Update", "apiVersion": API_VERSION_KARGO,
             "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:freightHistory": {}}}}]
 
 
 def whole_stage(*, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     status = kargo_shapes.full_history_status("prod", NS)
-    return {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Stage",
+    return {"apiVersion": API_VERSION_KARGO, "kind": "Stage",
             "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": 1,
-                         "resourceVersion": "7", "labels": {"kargo.akuity.io/shard": "a"},
+                         "resourceVersion": "7", "labels": {LABEL_SHARD: "a"},
                          "managedFields": MANAGED, "annotations": {
                              "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
             "spec": spec or {"shard": "a", "requestedFreight": [
@@ -232,7 +234,7 @@ def whole_run(stage: dict[str, Any], name: str | None = None, *, collection: str
 
 def whole_freight(stage: dict[str, Any], *, verified: bool = True) -> dict[str, Any]:
     ref = current(stage)["items"]["Warehouse/w"]
-    return {"apiVersion": "kargo.akuity.io/v1alpha1", "kind": "Freight",
+    return {"apiVersion": API_VERSION_KARGO, "kind": "Freight",
             "metadata": {"name": ref["name"], "namespace": NS, "resourceVersion": "2",
                          "managedFields": MANAGED},
             "alias": "a", "origin": ref["origin"], "images": ref.get("images", []),
@@ -245,7 +247,7 @@ def fake(stage: dict[str, Any], runs: list[dict[str, Any]], *,
          verified: bool = True) -> FakeApi:
     api = FakeApi()
     api.put(ANALYSIS_TEMPLATE, {
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
+        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisTemplate",
         "metadata": {"name": "t", "namespace": NS},
         "spec": {"metrics": [{"name": "m", "provider": {"web": {"url": "http://x"}}}]}})
     api.put(FREIGHT, whole_freight(stage, verified=verified))

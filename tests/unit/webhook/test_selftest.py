@@ -9,6 +9,7 @@ import json
 import pytest
 
 from schemas import Finding, check_rollout_manager, check_stage, errors, render_path
+from schemas.kinds import GROUP_KARGO
 from webhook.selftest import (
     PROBES,
     ROLLOUT_MANAGER_HOOK,
@@ -56,7 +57,7 @@ def test_an_allowed_invalid_object_fails_saying_what_to_check() -> None:
 
 
 def test_a_denial_by_another_webhook_or_without_a_path_fails() -> None:
-    other = judge(INVALID_RM, denial("kargo.akuity.io", *INVALID_RM.paths), namespace="ns")
+    other = judge(INVALID_RM, denial(GROUP_KARGO, *INVALID_RM.paths), namespace="ns")
     assert not other.passed and f"not by {ROLLOUT_MANAGER_HOOK}" in other.line
     partial = judge(INVALID_RM, denial(ROLLOUT_MANAGER_HOOK, INVALID_RM.paths[0]),
                     namespace="ns")
