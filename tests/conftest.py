@@ -1,8 +1,12 @@
-"""Suite-wide policy: in CI a skipped test is a failure.
+"""Suite-wide policy: in CI a skipped test is a failure; every run ends with the time
+each suite took.
 
 A test that skips itself in CI (no binaries, no control plane, a missing tool) would
 let a green build hide that part of the product was never exercised, so when ``CI``
 is set any skip turns the session's exit status non-zero with a message naming them.
+The per-suite times (set-up, call and teardown of its tests, session fixtures included
+where they start) are the table of docs/development.md "Test time", printed by every
+run so a slower suite shows in CI's log.
 """
 
 from __future__ import annotations
@@ -12,6 +16,14 @@ import os
 import pytest
 
 _skipped: list[str] = []
+_seconds: dict[str, float] = {}
+
+
+def suite_of(nodeid: str) -> str:
+    """``tests/<suite>`` of a test id (``tests/e2e/admission/test_x.py::t`` -> ``e2e``);
+    the node's verification tests count as ``node``."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
 
 
 def _in_ci() -> bool:
@@ -19,6 +31,8 @@ def _in_ci() -> bool:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    suite = suite_of(report.nodeid)
+    _seconds[suite] = _seconds.get(suite, 0.0) + report.duration
     if report.skipped and not hasattr(report, "wasxfail"):
         _skipped.append(report.nodeid)
 
@@ -38,3 +52,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("skipped tests are failures in CI", sep="=", red=True)
         for nodeid in _skipped:
             terminalreporter.write_line(f"SKIPPED (fails CI): {nodeid}", red=True)
+    if _seconds:
+        terminalreporter.section("time per suite", sep="=")
+        for suite, seconds in sorted(_seconds.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{suite:<12} {seconds / 60:6.1f} min")
