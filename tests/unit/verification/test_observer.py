@@ -76,12 +76,16 @@ def events_of(ctx: Context) -> Events:
     return ctx.events
 
 
-def anomaly_count(controller: VerificationObserver, kind: str) -> float | None:
+def sample(controller: VerificationObserver, name: str, **labels: str) -> float | None:
+    """Metric ``name`` of Stage ``prod`` with ``labels``, as the controller exports it."""
     registry = CollectorRegistry()
     for collector in controller.collectors:
         registry.register(collector)
-    return registry.get_sample_value("rollgate_verification_anomalies_total",
-                                     {"namespace": NS, "stage": "prod", "kind": kind})
+    return registry.get_sample_value(name, {"namespace": NS, "stage": "prod", **labels})
+
+
+def anomaly_count(controller: VerificationObserver, kind: str) -> float | None:
+    return sample(controller, "rollgate_verification_anomalies_total", kind=kind)
 
 
 def refreshes(api: FakeApi) -> list[Request]:
@@ -134,11 +138,7 @@ def test_a_recorded_entry_is_not_lagging() -> None:
 
 
 def finished_count(controller: VerificationObserver, phase: str) -> float | None:
-    registry = CollectorRegistry()
-    for collector in controller.collectors:
-        registry.register(collector)
-    return registry.get_sample_value("rollgate_verifications_finished_total",
-                                     {"namespace": NS, "stage": "prod", "phase": phase})
+    return sample(controller, "rollgate_verifications_finished_total", phase=phase)
 
 
 @pytest.mark.parametrize(("message", "counted"), [
