@@ -15,7 +15,7 @@ import schemas
 import webhook
 from schemas.kinds import API_VERSION_ARGO
 from testkit import reviews
-from testkit.net import free_port
+from testkit.net import free_port, send_json
 from testkit.webhook_client import Client
 from webhook import metrics
 from webhook.config import MustWait, WebhookConfig
@@ -91,12 +91,8 @@ def slow_api():
         def do_GET(self) -> None:
             gets.append(self.path)
             time.sleep(0.9)
-            body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}'
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, 404, {"kind": "Status", "apiVersion": "v1",
+                                  "status": "Failure", "code": 404})
 
         def log_message(self, *args: object) -> None:
             pass
@@ -166,15 +162,11 @@ def test_a_forbidden_lookup_is_one_log_line_with_status_reason_and_object(caplog
 
     class Forbidden(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = (b'{"kind":"Status","apiVersion":"v1","status":"Failure",'
-                    b'"reason":"Forbidden","code":403,'
-                    b'"message":"analysistemplates.argoproj.io \\"t\\" is forbidden: no"}')
-            self.send_response(403)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("X-Noise", "header-that-must-not-be-logged")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, 403, {
+                "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "Forbidden", "code": 403,
+                "message": 'analysistemplates.argoproj.io "t" is forbidden: no'},
+                headers={"X-Noise": "header-that-must-not-be-logged"})
 
         def log_message(self, *args: object) -> None:
             pass
@@ -201,7 +193,6 @@ def template_api():
     """An API server that has every template asked for (one metric, no args) and counts
     the GETs in ``api.gets``."""
     import http.server
-    import json
     import threading
 
     gets: list[str] = []
@@ -211,15 +202,10 @@ def template_api():
             gets.append(self.path)
             kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
                 else "AnalysisTemplate"
-            body = json.dumps({"apiVersion": API_VERSION_ARGO, "kind": kind,
-                               "metadata": {"name": self.path.rsplit("/", 1)[1]},
-                               "spec": {"metrics": [{"name": kind.lower(), "provider": {
-                                   "web": {"url": "http://metrics.example/q"}}}]}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_json(self, 200, {"apiVersion": API_VERSION_ARGO, "kind": kind,
+                                  "metadata": {"name": self.path.rsplit("/", 1)[1]},
+                                  "spec": {"metrics": [{"name": kind.lower(), "provider": {
+                                      "web": {"url": "http://metrics.example/q"}}}]}})
 
         def log_message(self, *args: object) -> None:
             pass

@@ -26,6 +26,7 @@ from harness.process import ManagedProcess
 from harness.upstream import kargo, rollouts
 from harness.upstream.trees import UpstreamMissing
 from testkit import kargo_shapes
+from testkit.net import send_json
 
 DEMO_NAMESPACE = "rollgate-demo"
 # The example Freight (examples/freight.yaml) and the Stage it is promoted to.
@@ -40,12 +41,7 @@ class DemoHealth(BaseHTTPRequestHandler):
     the example template succeeds on it)."""
 
     def do_GET(self) -> None:
-        body = json.dumps({"status": "ok", "path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, 200, {"status": "ok", "path": self.path})
 
     def log_message(self, *args: object) -> None:
         pass

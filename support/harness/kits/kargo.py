@@ -27,13 +27,14 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from harness.kits.verification import Cluster, send_json
+from harness.kits.verification import Cluster
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
 from reconciler.verification.shards import LABEL_SHARD
 from schemas.kinds import API_VERSION_KARGO, GROUP_KARGO, VERSION_KARGO
 from testkit import objects
+from testkit.net import send_json
 from testkit.waits import wait_for
 
 # Kargo's steps that need no Argo CD (an `argocd-update` step fails with Argo CD

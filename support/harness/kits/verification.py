@@ -15,20 +15,10 @@ from typing import Any
 from harness.plane import ControlPlane
 from schemas.constants import LABEL_STAGE
 from testkit import kargo_shapes, objects
+from testkit.net import send_json
 from testkit.waits import wait_for
 
 # --------------------------------------------------------------------------- metric server
-
-
-def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any) -> None:
-    """Answer ``body`` as JSON from a test's HTTP handler."""
-    data = json.dumps(body).encode()
-    handler.send_response(status)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
 
 
 class MetricServer:

@@ -24,6 +24,7 @@ from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import rollouts
 from testkit import objects
+from testkit.net import send_json
 
 DEADLINE = 60.0
 TERMINAL = {"Successful", "Failed", "Error", "Inconclusive"}
@@ -44,12 +45,7 @@ class MetricServer:
                 if self.path != "/health":
                     self.send_error(404)
                     return
-                data = json.dumps(server.health).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, 200, server.health)
 
             def log_message(self, *args: Any) -> None:
                 pass
