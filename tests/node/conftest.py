@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness import crds, registry
+from harness.kits.plane import namespaces_left
 from harness.node.cluster import NodeCluster
 from harness.node.lock import NodeBusy
 from harness.paths import BinaryMissing
@@ -57,6 +58,8 @@ def bare_node() -> Iterator[NodeCluster]:
         pytest.fail(f"the node did not start: {err}", pytrace=False)
     try:
         yield cluster
+        left = namespaces_left(cluster.plane)
+        assert not left, f"namespaces the tests deleted still Terminating: {left}"
     finally:
         cluster.stop()
 

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from harness.kits.plane import namespaces_left
 from harness.kits.verification import Cluster
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
@@ -48,8 +49,9 @@ def running_kargo(plane: ControlPlane, *, name: str = "kargo-controller",
                   webhooks: bool = False) -> Iterator[ManagedProcess]:
     """The real Kargo controller; with ``webhooks``, also Kargo's own admission webhooks
     and its management controller, as Kargo's chart runs them by default and ``make dev``
-    does. All stopped afterwards, once every Project is gone (its namespace waits for
-    Kargo's finalizers). A missing Kargo tree raises ``UpstreamMissing``, whose message
+    does. All stopped afterwards, once every Project is gone and no namespace is still
+    being deleted (a deleted namespace's Stages wait for Kargo to remove its finalizer:
+    a Kargo stopped first would leave them, and their namespace, Terminating for good). A missing Kargo tree raises ``UpstreamMissing``, whose message
     says how to get it: the test fails (these tests never skip)."""
     server = management = controller = None
     try:
@@ -62,6 +64,7 @@ def running_kargo(plane: ControlPlane, *, name: str = "kargo-controller",
         try:
             if management is not None:
                 kargo.delete_projects(plane)
+            namespaces_left(plane)  # what stays is reported by the session's check
         finally:
             for proc in (controller, management):
                 if proc is not None:

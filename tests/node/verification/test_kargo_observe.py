@@ -332,6 +332,10 @@ def test_shard_flags_observe_what_a_sharded_kargo_reconciles(
         # Kargo's shard a controller, not the default one, verified the labelled Stage.
         assert "in-a" in sharded.log_path.read_text(errors="replace")
     finally:
+        # Kargo's shard a controller finalizes its Stage: it goes first, as a user
+        # retires a shard, or the Stage (and its namespace) would wait for it for good.
+        control_plane.kubectl("-n", namespace, "delete", "stage", "in-a", "--timeout=60s",
+                              check=False)
         for proc in (only_a, default, sharded):
             control_plane.stop_process(proc)
 
