@@ -51,8 +51,9 @@ def running_kargo(plane: ControlPlane, *, name: str = "kargo-controller",
     and its management controller, as Kargo's chart runs them by default and ``make dev``
     does. All stopped afterwards, once every Project is gone and no namespace is still
     being deleted (a deleted namespace's Stages wait for Kargo to remove its finalizer:
-    a Kargo stopped first would leave them, and their namespace, Terminating for good). A missing Kargo tree raises ``UpstreamMissing``, whose message
-    says how to get it: the test fails (these tests never skip)."""
+    a Kargo stopped first would leave them, and their namespace, Terminating for good).
+    A missing Kargo tree raises ``UpstreamMissing``, whose message says how to get it:
+    the test fails (these tests never skip)."""
     server = management = controller = None
     try:
         if webhooks:
