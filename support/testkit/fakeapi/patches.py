@@ -37,17 +37,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def json_patch(target: Obj, ops: Any) -> Obj:
-    """RFC 6902 on a copy of ``target`` (the applier copies only what it changes, and
-    the fake goes on to edit the result)."""
+    """RFC 6902: ``target`` with ``ops`` applied, sharing nothing with either. The
+    applier copies only the containers it changes and adds the ops' values as they
+    are, and the fake goes on to edit and store the result: a deep copy keeps the stored
+    object apart from ``target`` and from the caller's patch, as a server's is."""
     if not isinstance(ops, list):
         raise PatchFailed("a JSON patch must be a list of operations")
     try:
-        patched = apply_patch(copy.deepcopy(target), ops, strict=True)
+        patched = apply_patch(target, ops, strict=True)
     except PatchError as exc:
         raise PatchFailed(str(exc)) from None
     if not isinstance(patched, dict):
         raise PatchFailed("the patched object is not an object")
-    return patched
+    return copy.deepcopy(patched)
 
 
 # ---------------------------------------------------------------- server-side apply
