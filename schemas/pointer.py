@@ -1,8 +1,10 @@
 """JSON Pointer (RFC 6901) and a minimal JSON Patch (RFC 6902) applier.
 
-The applier exists so ratcheting can compare objects in their defaulted form; it supports
-the ops rollgate's default patches use (add, replace, remove, and test) and copies only
-the containers along each path, so the caller's objects are never modified. Ratcheting
+The applier exists so ratcheting can compare objects in their defaulted form; rollgate's
+default patches use add, replace, remove and test, and move and copy are there too so a
+patch applied strictly here applies as the API server applies it, whatever its ops. It
+copies only the containers along each path, so the caller's objects are never modified
+(the result may share the rest with them, and a copied value with its source). Ratcheting
 applies leniently (an op that does not fit is skipped); ``strict=True`` refuses such an
 op as the API server refuses a patch that does not apply, which is how the tests apply
 the webhook's answers.
@@ -53,11 +55,39 @@ def _index(container: Any, token: str, *, end: bool = False) -> Any:
     return int(token)
 
 
+def _tokens(pointer: Any) -> list[str]:
+    """The unescaped reference tokens of a JSON Pointer (none: the whole document)."""
+    return [unescape(t) for t in str(pointer).split("/")[1:]]
+
+
+def _read(doc: Any, tokens: Sequence[str]) -> Any:
+    """The value ``tokens`` name; a missing member or index raises, as for any op."""
+    node = doc
+    for token in tokens:
+        node = node[_index(node, token)]
+    return node
+
+
+def _relocate(doc: Any, op: dict[str, Any]) -> Any:
+    """``move`` and ``copy`` (RFC 6902 4.4 and 4.5) as the ops they are defined by: the
+    value at ``from`` added at ``path``, a move removing it first (so an index in
+    ``path`` counts in the list without it)."""
+    source, target = str(op["from"]), str(op.get("path", ""))
+    value = _read(doc, _tokens(source))
+    if op.get("op") == "move":
+        if target.startswith(source + "/"):
+            raise ValueError("a value cannot move into one of its own children")
+        doc = _apply_op(doc, {"op": "remove", "path": source})
+    return _apply_op(doc, {"op": "add", "path": target, "value": value})
+
+
 def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
-    tokens = [unescape(t) for t in str(op.get("path", "")).split("/")[1:]]
+    kind = op.get("op")
+    if kind in ("move", "copy"):
+        return _relocate(doc, op)
+    tokens = _tokens(op.get("path", ""))
     if not tokens:
         raise ValueError("the path names the whole document")
-    kind = op.get("op")
     root = _copy(doc)
     node = root
     for token in tokens[:-1]:

@@ -46,6 +46,7 @@ VIOLATIONS = {
     "the harness's core plane knows nothing": ("harness/plane.py", "import harness.node"),
     "the harness's parts know none of its compositions": ("harness/node/cluster.py",
                                                           "import harness.kits"),
+    "the fake API's layers": ("testkit/fakeapi/tracker.py", "import testkit.fakeapi.server"),
 }
 
 

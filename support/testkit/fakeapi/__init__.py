@@ -28,8 +28,8 @@ What it keeps of the API's semantics (where it is simpler, it says so):
   the main resource ignores it; generation bumped when anything but metadata (and
   status) changed; uid, creationTimestamp and deletionTimestamp cannot be changed;
 - ``patch``: merge patches (RFC 7386), JSON patches (RFC 6902 with the product's
-  applier, ``schemas.pointer``: add, remove, replace and test; a failed ``test``, a
-  missing path or another op is 422 Invalid), and server-side apply, simplified: the
+  applier, ``schemas.pointer``: all six ops; a failed ``test``, a missing path or an
+  unknown op is 422 Invalid), and server-side apply, simplified: the
   fields a manager applied (map keys; lists are atomic) are recorded in
   ``managedFields``, a field applied before and left out now is removed unless another
   manager owns it, and a different value for a field another applier owns is 409

@@ -58,7 +58,7 @@ class FakeApi(Server):
         left = [times]
 
         def hook(client: _Direct, *args: Any, **kwargs: Any) -> Any:
-            request = request_of(verb, args, kwargs)
+            request = request_of(verb, args=args, kwargs=kwargs)
             with self._lock:
                 fire = left[0] > 0 and (when is None or when(request))
                 if fire:
@@ -119,7 +119,7 @@ class FakeApi(Server):
         the request, before the first event; a hook that is a plain function and raises
         is a request the server never answered."""
         options = {"resource_version": resource_version, "timeout_seconds": timeout_seconds}
-        request = request_of("watch", (resource, namespace), options)
+        request = request_of("watch", args=(resource, namespace), kwargs=options)
         with self._lock:
             self.requests.append(request)
         return self._watching(request, resource, namespace, options, on_open)
@@ -145,7 +145,7 @@ class FakeApi(Server):
     def _call(self, verb: str, *args: Any, **kwargs: Any) -> Any:
         # Keyword arguments left at None were not passed (the hook sees what was).
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
-        request = request_of(verb, args, kwargs)
+        request = request_of(verb, args=args, kwargs=kwargs)
         with self._lock:
             self.requests.append(request)
         hook = getattr(self.interceptors, verb)

@@ -29,20 +29,24 @@ def api_error(status: int, reason: str = "", message: str = "") -> ApiException:
 
 
 def not_found(resource: Resource, name: str) -> ApiException:
+    """404 in the API server's words, which a controller may log or match."""
     return api_error(404, "NotFound", f'{group_resource(resource)} "{name}" not found')
 
 
 def conflict(resource: Resource, name: str) -> ApiException:
+    """409 for a stale resourceVersion, in the API server's words."""
     return api_error(409, "Conflict", f"Operation cannot be fulfilled on "
                      f'{group_resource(resource)} "{name}": the object has been modified; '
                      "please apply your changes to the latest version and try again")
 
 
 def invalid(resource: Resource, name: str, why: str) -> ApiException:
+    """422 for a write the API server refuses as a whole (``why``: the field and cause)."""
     return api_error(422, "Invalid", f'{resource.kind} "{name}" is invalid: {why}')
 
 
 def bad_request(message: str) -> ApiException:
+    """400 for a body the API server cannot take at all."""
     return api_error(400, "BadRequest", message)
 
 

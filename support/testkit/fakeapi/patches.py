@@ -37,17 +37,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def json_patch(target: Obj, ops: Any) -> Obj:
-    """RFC 6902 on a copy of ``target`` (the applier copies only what it changes, and
-    the fake goes on to edit the result)."""
+    """RFC 6902: ``target`` with ``ops`` applied, sharing nothing with either. The
+    applier copies only the containers it changes and adds the ops' values as they
+    are, and the fake goes on to edit and store the result: a deep copy keeps the stored
+    object apart from ``target`` and from the caller's patch, as a server's is."""
     if not isinstance(ops, list):
         raise PatchFailed("a JSON patch must be a list of operations")
     try:
-        patched = apply_patch(copy.deepcopy(target), ops, strict=True)
+        patched = apply_patch(target, ops, strict=True)
     except PatchError as exc:
         raise PatchFailed(str(exc)) from None
     if not isinstance(patched, dict):
         raise PatchFailed("the patched object is not an object")
-    return patched
+    return copy.deepcopy(patched)
 
 
 # ---------------------------------------------------------------- server-side apply
@@ -74,7 +76,8 @@ def apply_fields(current: Obj, request: Apply, *, api_version: str, time: str) -
     mine = [e for e in entries if e.get("manager") == request.manager
             and e.get("operation") == "Apply" and e.get("subresource", "") == request.subresource]
     kept_others = [kept for entry in entries if entry not in mine
-                   for kept in _what_they_keep(entry, current, request, applied)]
+                   for kept in _what_they_keep(entry, current=current, request=request,
+                                                   applied=applied)]
     owned_before = set().union(*(_paths_of(e.get("fieldsV1") or {}) for e in mine))
     owned_by_others = set().union(*(_paths_of(e["fieldsV1"]) for e in kept_others))
     new = copy.deepcopy(current)
@@ -93,7 +96,8 @@ def apply_fields(current: Obj, request: Apply, *, api_version: str, time: str) -
     return new
 
 
-def _what_they_keep(entry: Obj, current: Obj, request: Apply, applied: set[Path]) -> list[Obj]:
+def _what_they_keep(entry: Obj, *, current: Obj, request: Apply,
+                    applied: set[Path]) -> list[Obj]:
     """Another manager's entry without the fields this apply takes from it (none or
     one entry); a 409 for a field another applier owns, set to a different value,
     unless the apply is forced."""
@@ -109,6 +113,7 @@ def _what_they_keep(entry: Obj, current: Obj, request: Apply, applied: set[Path]
 
 
 def _leaves(value: Any, prefix: Path = ()) -> set[Path]:
+    """The paths of ``value``'s leaves: a list is one leaf (lists are atomic here)."""
     if isinstance(value, dict) and value:
         return set().union(*(_leaves(v, (*prefix, k)) for k, v in value.items()))
     return {prefix} if prefix else set()
@@ -149,12 +154,15 @@ def _paths_of(fields_v1: Obj, prefix: Path = ()) -> set[Path]:
 
 
 def _at(obj: Any, path: Path) -> Any:
+    """The value at ``path`` (``None`` where it is missing), to compare two appliers'."""
     for part in path:
         obj = obj.get(part) if isinstance(obj, dict) else None
     return obj
 
 
 def _remove_at(obj: Obj, path: Path) -> None:
+    """Drop the field at ``path`` in place, if it is there (a field its manager
+    no longer applies)."""
     node: Any = obj
     for part in path[:-1]:
         node = node.get(part) if isinstance(node, dict) else None
@@ -163,6 +171,8 @@ def _remove_at(obj: Obj, path: Path) -> None:
 
 
 def _deep_merge(dst: Obj, src: Obj) -> None:
+    """Merge ``src`` into ``dst`` in place: maps merge key by key, anything else
+    (lists too) replaces, as an apply of atomic lists does."""
     for key, value in src.items():
         if isinstance(value, dict) and isinstance(dst.get(key), dict):
             _deep_merge(dst[key], value)

@@ -67,7 +67,7 @@ class Request:
         return text + f"/{subresource}" if subresource else text
 
 
-def request_of(verb: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:
+def request_of(verb: str, *, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Request:
     """The :class:`Request` of a call of ``verb`` with ``Rest``'s positional arguments."""
     resource, namespace, *rest = args
     name = body = None

@@ -20,6 +20,8 @@ def selected(resource: Resource, obj: Obj) -> bool:
 
 
 def fields_match(selector: str | None, obj: Obj) -> bool:
+    """Whether ``obj`` meets every term of a field selector; a missing field reads as
+    ``""`` (so ``f!=x`` selects an object without ``f``)."""
     for term in _terms(selector or ""):
         negate = "!=" in term
         name, _, value = term.partition("!=" if negate else "=")
@@ -32,6 +34,7 @@ def fields_match(selector: str | None, obj: Obj) -> bool:
 
 
 def labels_match(selector: str | None, obj: Obj) -> bool:
+    """Whether ``obj``'s labels meet every term of a label selector."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return all(_label_term(term, labels) for term in _terms(selector or ""))
 
@@ -71,6 +74,7 @@ def _terms(selector: str) -> list[str]:
 
 
 def _field(obj: Obj, dotted: str) -> Any:
+    """The value at a field selector's dotted path (``None`` where it is missing)."""
     value: Any = obj
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None

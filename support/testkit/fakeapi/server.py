@@ -75,18 +75,19 @@ class Server(Tracker):
         resource = self.register(resource)
         with self._lock:
             obj = self._prepare_create(resource, namespace, body)
-            self._store(resource, None, obj)
+            self._store(resource, old=None, new=obj)
             return copy.deepcopy(obj)
 
     def _replace_verb(self, resource: Resource, namespace: str, name: str, body: Obj, *,
                       subresource: str = "", timeout: Any = None) -> Obj:
         resource = self.register(resource)
         with self._lock:
-            current = self._existing(resource, namespace, name, subresource)
+            current = self._existing(resource, namespace, name, subresource=subresource)
             if (body.get("metadata") or {}).get("name", name) != name:
                 raise bad_request("the name of the object does not match the name on the URL")
-            self._precondition(resource, current, body)
-            return self._update(resource, current, copy.deepcopy(body), subresource)
+            self._precondition(resource, current=current, body=body)
+            return self._update(resource, current=current, new=copy.deepcopy(body),
+                                subresource=subresource)
 
     def _patch_verb(self, resource: Resource, namespace: str, name: str, body: Any, *,
                     content_type: str = MERGE_PATCH, subresource: str = "",
@@ -99,7 +100,7 @@ class Server(Tracker):
             raise api_error(415, "UnsupportedMediaType",
                             f"the body of the request was in an unknown format: {content_type}")
         with self._lock:
-            current = self._existing(resource, namespace, name, subresource)
+            current = self._existing(resource, namespace, name, subresource=subresource)
             if content_type == JSON_PATCH:
                 try:
                     patched = json_patch(current, body)
@@ -108,9 +109,9 @@ class Server(Tracker):
             else:
                 if not isinstance(body, dict):
                     raise bad_request("a merge patch must be an object")
-                self._precondition(resource, current, body)
+                self._precondition(resource, current=current, body=body)
                 patched = merge_patch(current, body)
-            return self._update(resource, current, patched, subresource)
+            return self._update(resource, current=current, new=patched, subresource=subresource)
 
     def _delete_verb(self, resource: Resource, namespace: str, name: str,
                      **query: Any) -> None:
@@ -120,12 +121,12 @@ class Server(Tracker):
             if current is None:
                 return
             if not current["metadata"].get("finalizers"):
-                self._store(resource, current, None)
+                self._store(resource, old=current, new=None)
             elif not current["metadata"].get("deletionTimestamp"):
                 marked = copy.deepcopy(current)
                 marked["metadata"]["deletionTimestamp"] = stamp(self.clock())
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
-                self._store(resource, current, marked)
+                self._store(resource, old=current, new=marked)
 
     # ------------------------------------------------------------ the rules of writes
 
@@ -164,7 +165,7 @@ class Server(Tracker):
         self._serial += 1
         return f"{meta['generateName']}{self._serial:05x}"
 
-    def _existing(self, resource: Resource, namespace: str, name: str,
+    def _existing(self, resource: Resource, namespace: str, name: str, *,
                   subresource: str) -> Obj:
         if subresource and (subresource != "status" or key_of(resource) not in self._status):
             raise api_error(404, "NotFound", f"the server could not find the requested "
@@ -174,16 +175,17 @@ class Server(Tracker):
             raise not_found(resource, name)
         return current
 
-    def _precondition(self, resource: Resource, current: Obj, body: Obj) -> None:
+    def _precondition(self, resource: Resource, *, current: Obj, body: Obj) -> None:
         expected = (body.get("metadata") or {}).get("resourceVersion")
         if expected and expected != current["metadata"].get("resourceVersion"):
             raise conflict(resource, current["metadata"]["name"])
 
-    def _update(self, resource: Resource, current: Obj, new: Obj, subresource: str, *,
+    def _update(self, resource: Resource, *, current: Obj, new: Obj, subresource: str,
                 managed_fields: Any = None) -> Obj:
         """Store ``new`` in place of ``current`` as the API server would take it (lock
         held); ``managed_fields``: set by an apply, also to the status subresource."""
-        new = self._with_status_rules(resource, current, new, subresource, managed_fields)
+        new = self._with_status_rules(resource, current=current, new=new,
+                                      subresource=subresource, managed_fields=managed_fields)
         meta = new.setdefault("metadata", {})
         old_meta = current["metadata"]
         for fixed in SERVER_SET:
@@ -201,16 +203,16 @@ class Server(Tracker):
                           "finalizers can be added if the object is being deleted")
         if new == current:
             return copy.deepcopy(current)  # nothing changed: no write, no event
-        if self._spec_changed(resource, current, new):
+        if self._spec_changed(resource, current=current, new=new):
             meta["generation"] = old_meta["generation"] + 1
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._store(resource, current, None, last=new)  # the last finalizer is gone
+            self._store(resource, old=current, new=None, last=new)  # the last finalizer is gone
         else:
-            self._store(resource, current, new)
+            self._store(resource, old=current, new=new)
         return copy.deepcopy(new)
 
-    def _with_status_rules(self, resource: Resource, current: Obj, new: Obj, subresource: str,
-                           managed_fields: Any) -> Obj:
+    def _with_status_rules(self, resource: Resource, *, current: Obj, new: Obj,
+                           subresource: str, managed_fields: Any) -> Obj:
         """For a kind with a status subresource: a write to ``status`` changes only the
         status (and an apply's managedFields), a write to the object all but it."""
         if key_of(resource) not in self._status:
@@ -229,7 +231,7 @@ class Server(Tracker):
             new["metadata"]["managedFields"] = managed_fields
         return new
 
-    def _spec_changed(self, resource: Resource, current: Obj, new: Obj) -> bool:
+    def _spec_changed(self, resource: Resource, *, current: Obj, new: Obj) -> bool:
         """Whether ``new`` bumps the generation: anything but metadata (and a status
         subresource's status) changed, for a kind that has one."""
         key = key_of(resource)
@@ -259,11 +261,11 @@ class Server(Tracker):
                 base = self._prepare_create(resource, namespace, {"metadata": {"name": name}})
                 new = apply_fields(base, request, api_version=resource.api_version,
                                    time=stamp(self.clock()))
-                self._store(resource, None, new)
+                self._store(resource, old=None, new=new)
                 return copy.deepcopy(new)
-            self._existing(resource, namespace, name, subresource)
+            self._existing(resource, namespace, name, subresource=subresource)
             new = apply_fields(current, request, api_version=resource.api_version,
                                time=stamp(self.clock()))
             # Like a replace (status rules, generation), without the resourceVersion check.
-            return self._update(resource, current, new, subresource,
+            return self._update(resource, current=current, new=new, subresource=subresource,
                                 managed_fields=new["metadata"].get("managedFields"))

@@ -108,7 +108,7 @@ class Tracker:
         meta = obj.setdefault("metadata", {})
         with self._lock:
             old = self._get(resource, meta.get("namespace") or "", meta["name"])
-            self._store(resource, old, obj)
+            self._store(resource, old=old, new=obj)
             return copy.deepcopy(obj)
 
     def remove(self, resource: Resource, namespace: str, name: str) -> None:
@@ -117,7 +117,7 @@ class Tracker:
         with self._lock:
             old = self._get(resource, namespace, name)
             if old is not None:
-                self._store(resource, old, None)
+                self._store(resource, old=old, new=None)
 
     def objects(self, resource: Resource, namespace: str | None = None) -> builtins.list[Obj]:
         """Copies of the stored objects, in (namespace, name) order."""
@@ -157,7 +157,7 @@ class Tracker:
         with self._lock:
             held, self._held = self._held or [], None
             for key, new, target in held:
-                self._mirror(key, new, target)
+                self._mirror(key, new=new, target=target)
 
     def stores(self, *resources: Resource, live: bool = True,
                indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None = None,
@@ -172,7 +172,8 @@ class Tracker:
         with self._lock:
             stores: dict[Resource, Store] = {}
             for resource in resources or tuple(self._kinds.values()):
-                stores[resource] = self._store_of(resource, indexes, transforms)
+                stores[resource] = self._store_of(resource, indexes=indexes,
+                                                 transforms=transforms)
                 if live:
                     self._mirrors.append(stores[resource])
             return stores
@@ -185,7 +186,7 @@ class Tracker:
         return CacheView(self.stores(*resources, live=live, indexes=indexes,
                                      transforms=transforms))
 
-    def _store_of(self, resource: Resource,
+    def _store_of(self, resource: Resource, *,
                   indexes: Mapping[Resource, Mapping[str, IndexFunc]] | None,
                   transforms: Mapping[Resource, Transform] | None) -> Store:
         """A filled ``Store`` of what ``resource`` selects (lock held)."""
@@ -209,7 +210,7 @@ class Tracker:
         return [objs[k] for k in sorted(objs)
                 if not namespace or not resource.namespaced or k[0] == namespace]
 
-    def _store(self, resource: Resource, old: Obj | None, new: Obj | None, *,
+    def _store(self, resource: Resource, *, old: Obj | None, new: Obj | None,
                last: Obj | None = None) -> None:
         """Commit a change (lock held): the new resourceVersion, the event, the mirrors.
         ``new`` None: a deletion, whose event carries ``last`` (default ``old``)."""
@@ -231,10 +232,10 @@ class Tracker:
         if self._held is not None:
             self._held.append((key, copy.deepcopy(new), copy.deepcopy(target)))
         else:
-            self._mirror(key, new, target)
+            self._mirror(key, new=new, target=target)
         self._changed.notify_all()
 
-    def _mirror(self, key: Key, new: Obj | None, target: Obj) -> None:
+    def _mirror(self, key: Key, *, new: Obj | None, target: Obj) -> None:
         """One change into the live caches (lock held), as their informers take a watch
         event: a newer version replaces, an object leaving the selector goes."""
         for store in self._mirrors:

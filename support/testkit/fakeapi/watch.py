@@ -27,7 +27,8 @@ def watch(tracker: Tracker, resource: Resource, namespace: str | None, *,
     deadline = time.monotonic() + timeout_seconds
     with tracker._lock:
         closed_at_start = tracker._closed
-        start, backlog = _start(tracker, resource, namespace, resource_version)
+        start, backlog = _start(tracker, resource, namespace=namespace,
+                                resource_version=resource_version)
     yield from backlog
     if start < 0:
         return
@@ -35,7 +36,7 @@ def watch(tracker: Tracker, resource: Resource, namespace: str | None, *,
     while True:
         with tracker._changed:
             events = [e for c in tracker._log if c.rv > seen and c.key == key_of(canonical)
-                      for e in _seen_by(c, namespace, resource)]
+                      for e in _seen_by(c, namespace=namespace, resource=resource)]
             seen = tracker._rv
             if not events and tracker.follow and tracker._closed == closed_at_start:
                 left = deadline - time.monotonic()
@@ -52,7 +53,7 @@ def watch(tracker: Tracker, resource: Resource, namespace: str | None, *,
         return
 
 
-def _start(tracker: Tracker, resource: Resource, namespace: str | None,
+def _start(tracker: Tracker, resource: Resource, *, namespace: str | None,
            resource_version: str) -> tuple[int, list[Obj]]:
     """(the resourceVersion the watch follows from, the events it begins with) (lock
     held); -1 after a 410 Gone, which ends the watch."""
@@ -69,7 +70,7 @@ def _start(tracker: Tracker, resource: Resource, namespace: str | None,
         "message": f"too old resource version: {start} ({tracker._compacted})"}}]
 
 
-def _seen_by(change: Change, namespace: str | None, resource: Resource) -> list[Obj]:
+def _seen_by(change: Change, *, namespace: str | None, resource: Resource) -> list[Obj]:
     """The event a watch of ``namespace`` with ``resource``'s selectors gets for
     ``change``."""
     obj = change.new

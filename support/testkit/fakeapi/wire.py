@@ -69,7 +69,7 @@ class WireRest(Rest):
             self.fake.wire.append((method, path, dict(sent)))
         route = self._route(path)
         if method == "GET" and route.name is None:
-            return self._collection(route, sent, timeout)
+            return self._collection(route, sent=sent, timeout=timeout)
         if method == "POST":
             return self.fake.create(route.resource, route.namespace or "", body, timeout=timeout)
         if route.name is None or method not in _OBJECT_VERBS:
@@ -87,7 +87,7 @@ class WireRest(Rest):
         return _Route(resource, unquote(found["ns"]) if found["ns"] else None,
                       unquote(found["name"]) if found["name"] else None, found["sub"] or "")
 
-    def _collection(self, route: _Route, sent: dict[str, Any], timeout: Any) -> Any:
+    def _collection(self, route: _Route, *, sent: dict[str, Any], timeout: Any) -> Any:
         """A list, or with ``watch=true`` a watch stream."""
         if str(sent.get("watch")).lower() != "true":
             params = {k: sent[k] for k in _LIST_QUERY if k in sent}

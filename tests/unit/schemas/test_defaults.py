@@ -140,6 +140,23 @@ def test_strict_patches_apply_as_the_api_server_applies_them(
     assert DOC["spec"]["plugins"]["metric"] == [{"name": "a"}]  # the input is untouched
 
 
+@pytest.mark.parametrize(("op", "expected"), [
+    ({"op": "move", "from": "/spec/plugins/metric", "path": "/spec/metric"},
+     {"spec": {"plugins": {"trafficManagement": []}, "metric": [{"name": "a"}]}}),
+    ({"op": "copy", "from": "/spec/plugins/metric/0", "path": "/spec/plugins/trafficManagement/-"},
+     {"spec": {"plugins": {"metric": [{"name": "a"}], "trafficManagement": [{"name": "a"}]}}}),
+    ({"op": "move", "from": "/spec/plugins/metric/0", "path": "/spec/plugins/metric/0"}, DOC),
+])
+def test_strict_move_and_copy_apply_as_the_api_server_applies_them(
+        op: dict[str, Any], expected: dict[str, Any]) -> None:
+    """RFC 6902's move and copy, as the API server applies a client's JSON patch: a
+    test that applies one with the product's applier sees what the server stores."""
+    from schemas import pointer
+
+    assert pointer.apply_patch(DOC, [op], strict=True) == expected
+    assert DOC["spec"]["plugins"]["metric"] == [{"name": "a"}]  # the input is untouched
+
+
 @pytest.mark.parametrize("op", [
     {"op": "replace", "path": "/spec/plugins/metric/0/sha256", "value": "f"},  # no member
     {"op": "replace", "path": "/spec/plugins/metric/1", "value": {}},  # past the end
@@ -148,8 +165,10 @@ def test_strict_patches_apply_as_the_api_server_applies_them(
     {"op": "remove", "path": "/spec/plugins/trafficManagement/0"},
     {"op": "add", "path": "/spec/missing/metric", "value": []},  # no parent
     {"op": "test", "path": "/spec/plugins/metric/0/name", "value": "b"},  # test fails
-    {"op": "move", "from": "/spec/plugins/metric", "path": "/spec/metric"},
     {"op": "add", "path": "", "value": {}},  # the whole document
+    {"op": "move", "from": "/spec/plugins", "path": "/spec/plugins/metric/0"},  # into itself
+    {"op": "move", "from": "/spec/missing", "path": "/spec/metric"},
+    {"op": "copy", "path": "/spec/metric"},  # no from
 ])
 def test_strict_refuses_an_op_that_does_not_apply_and_lenient_skips_it(
         op: dict[str, Any]) -> None:

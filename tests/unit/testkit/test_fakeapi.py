@@ -110,16 +110,36 @@ def test_merge_and_json_patches() -> None:
     ], content_type=JSON_PATCH)
     assert patched["data"] == {"c": "3"}
     assert patched["metadata"]["annotations"] == {"x~y/z": "2"}
-    # The product's applier (schemas.pointer) applies add, remove, replace and test.
-    for ops in ([{"op": "test", "path": "/data/c", "value": "other"}],
+    moved = api.patch(CONFIG_MAP, "ns", "c", [
+        {"op": "copy", "from": "/data/c", "path": "/data/d"},
+        {"op": "move", "from": "/data/c", "path": "/data/e"},
+    ], content_type=JSON_PATCH)
+    assert moved["data"] == {"d": "3", "e": "3"}
+    for ops in ([{"op": "test", "path": "/data/d", "value": "other"}],
                 [{"op": "remove", "path": "/data/missing"}],
-                [{"op": "move", "from": "/data/c", "path": "/data/d"}]):
+                [{"op": "move", "from": "/data/missing", "path": "/data/f"}],
+                [{"op": "merge", "path": "/data/d", "value": "4"}]):
         with pytest.raises(ApiException) as exc:
             api.patch(CONFIG_MAP, "ns", "c", ops, content_type=JSON_PATCH)
         assert status(exc) == (422, "Invalid")
+    assert api.get(CONFIG_MAP, "ns", "c")["data"] == {"d": "3", "e": "3"}  # type: ignore[index]
     with pytest.raises(ApiException) as exc:
         api.patch(CONFIG_MAP, "ns", "c", {"metadata": {"resourceVersion": "1"}})
     assert is_conflict(exc.value)
+
+
+def test_a_json_patchs_values_are_stored_not_shared() -> None:
+    """The API server stores what a patch said when it came: changing the patch's
+    value afterwards changes neither the stored object nor what the call returned."""
+    api = FakeApi()
+    api.create(CONFIG_MAP, "ns", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    labels = {"team": "a"}
+    patched = api.patch(CONFIG_MAP, "ns", "c", [
+        {"op": "add", "path": "/metadata/labels", "value": labels},
+    ], content_type=JSON_PATCH)
+    labels["team"] = "b"
+    assert patched["metadata"]["labels"] == {"team": "a"}
+    assert api.get(CONFIG_MAP, "ns", "c")["metadata"]["labels"] == {"team": "a"}  # type: ignore[index]
 
 
 def test_server_side_apply_owns_removes_and_conflicts() -> None:
