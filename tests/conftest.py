@@ -6,7 +6,8 @@ let a green build hide that part of the product was never exercised, so when ``C
 is set any skip turns the session's exit status non-zero with a message naming them.
 The per-suite times (set-up, call and teardown of its tests, session fixtures included
 where they start) are the table of docs/development.md "Test time", printed by every
-run so a slower suite shows in CI's log.
+run so a slower suite shows in CI's log; the slowest modules follow, so the minutes of a
+suite can be put down to the tests that spend them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 
 _skipped: list[str] = []
 _seconds: dict[str, float] = {}
+_module_seconds: dict[str, float] = {}
+SLOWEST_MODULES = 12
 
 
 def suite_of(nodeid: str) -> str:
@@ -33,6 +36,8 @@ def _in_ci() -> bool:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     suite = suite_of(report.nodeid)
     _seconds[suite] = _seconds.get(suite, 0.0) + report.duration
+    module = report.nodeid.split("::", 1)[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
     if report.skipped and not hasattr(report, "wasxfail"):
         _skipped.append(report.nodeid)
 
@@ -56,3 +61,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("time per suite", sep="=")
         for suite, seconds in sorted(_seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{suite:<12} {seconds / 60:6.1f} min")
+        terminalreporter.write_line(f"slowest {SLOWEST_MODULES} modules:")
+        slowest = sorted(_module_seconds.items(), key=lambda item: -item[1])
+        for module, seconds in slowest[:SLOWEST_MODULES]:
+            terminalreporter.write_line(f"  {seconds / 60:6.1f} min  {module}")
