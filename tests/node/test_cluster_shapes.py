@@ -45,7 +45,6 @@ from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
 from harness.upstream import argo_helm, kargo
 from harness.upstream import operator as rollouts_manager
-from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.prometheus_stub import PrometheusStub
 from testkit.skew import (
@@ -268,11 +267,9 @@ def test_an_upstream_upgraded_before_rollgate(cluster: Shapes) -> None:
                 "(rollgate checks Stages as Kargo v1.11.2 defines them)") in out.stderr, out
         stored = plane.get_json("-n", KARGO_PROJECT, "stage", "skewed")
         assert stored["spec"]["verification"][VERIFICATION_FIELD] == VERIFICATION_VALUE
-        rm = {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-              # Not namespace-scoped: the operator refuses it and makes nothing.
-              "metadata": {"name": "skewed", "namespace": KARGO_PROJECT},
-              "spec": {"plugins": {"metric": [{**plugin(cluster, PLUGIN_PATH),
-                                               PLUGIN_FIELD: PLUGIN_VALUE}]}}}
+        # Not namespace-scoped: the operator refuses it and makes nothing.
+        rm = objects.rollout_manager("skewed", namespace=KARGO_PROJECT, metric=[
+            {**plugin(cluster, PLUGIN_PATH), PLUGIN_FIELD: PLUGIN_VALUE}])
         out = plane.kubectl("apply", "-f", "-", input=json.dumps(rm))
         assert f"spec.plugins.metric[0].{PLUGIN_FIELD}: field not known" in out.stderr, out
         [entry] = plane.get_json("-n", KARGO_PROJECT, "rolloutmanager", "skewed")[
