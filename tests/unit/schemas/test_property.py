@@ -80,6 +80,7 @@ def test_random_json_in_the_stage_stanza_never_raises(stanza: Any, other: Any, o
     for spelling in ("analysis", "verification"):
         stage = objects.stage("s", namespace="demo", freight=False, spec={
             spelling: stanza, "analysis" if spelling == "verification" else "x": other})
+        # The old object is a bare kind and random JSON: by hand, not testkit.objects.
         _every_entry_point(stage, {"kind": "Stage", "spec": {spelling: old}})
 
 
@@ -87,6 +88,7 @@ def test_random_json_in_the_stage_stanza_never_raises(stanza: Any, other: Any, o
 @given(plugins=json_values, spec=json_values)
 def test_random_json_in_the_plugins_block_never_raises(plugins: Any, spec: Any) -> None:
     rm = objects.rollout_manager("r", namespace="n", spec={"plugins": plugins})
+    # A bare kind with a random spec: by hand, not testkit.objects.
     _every_entry_point(rm, {"kind": "RolloutManager", "spec": spec})
     _every_entry_point({"kind": "RolloutManager", "spec": spec}, rm)
 
