@@ -25,6 +25,7 @@ from reconciler.runtime.manager import ControllerRunner, Manager
 from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.types import Controller, Key, Requeue, Watch
 from reconciler.runtime.watches import enqueue_self
+from testkit import objects
 from testkit.fakeapi import FakeApi, api_error, context
 
 
@@ -169,7 +170,7 @@ def test_cluster_scoped_store_ignores_namespace():
 
 
 def _stage(ns: str, name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}}
+    return objects.stage(name, namespace=ns, resourceVersion=rv)
 
 
 def test_store_lists_one_namespace_and_all():

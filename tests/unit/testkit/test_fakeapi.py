@@ -28,6 +28,8 @@ from testkit.fakeapi import Events, FakeApi, Interceptors, api_error, context, n
 
 
 def stage(name: str = "s", ns: str = "ns", **extra: Any) -> dict[str, Any]:
+    # Without apiVersion and kind (so not testkit.objects.stage): the fake sets them, as
+    # the API server does, and these tests check that it does.
     return {"metadata": {"name": name, "namespace": ns}, "spec": {"x": 1}, **extra}
 
 
