@@ -1,7 +1,9 @@
 """The look-ups' failure behaviour: an unreachable API server means "unavailable"
 (schemas then skips the cross-object warnings), never an exception the webhook has to
 survive; the cache forgets on time and stays bounded; and look-ups that may not wait
-answer from the cache or say the request must wait."""
+answer from the cache or say the request must wait.
+
+The API server's messages are spelled as it writes them, not built from schemas.kinds."""
 
 from __future__ import annotations
 

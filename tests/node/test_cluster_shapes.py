@@ -13,6 +13,9 @@ Ready, the reconciler restarted as ``kubectl rollout restart`` does, ``helm test
 passing (a check skipped only for a kind that is not served), and each feature the
 shape has working end to end. The upstreams and CRDs are put back as the session had
 them when the module ends.
+
+Resource names such as ``stages.kargo.akuity.io`` are spelled as users type them to
+kubectl, not built from schemas.kinds. Readiness texts are spelled as users read them.
 """
 
 from __future__ import annotations

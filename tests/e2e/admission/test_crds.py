@@ -406,6 +406,6 @@ def test_the_three_analysis_kinds_share_one_metric_schema(kubectl: Kubectl):
         found: dict[str, Any] = schema["properties"]["spec"]["properties"]["metrics"]
         return found
 
-    run = metrics("analysisruns.argoproj.io")
-    assert run == metrics("analysistemplates.argoproj.io")
-    assert run == metrics("clusteranalysistemplates.argoproj.io")
+    run = metrics(f"analysisruns.{GROUP_ARGO}")
+    assert run == metrics(f"analysistemplates.{GROUP_ARGO}")
+    assert run == metrics(f"clusteranalysistemplates.{GROUP_ARGO}")

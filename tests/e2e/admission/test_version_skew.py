@@ -20,6 +20,7 @@ import pytest
 from harness.host_rollgate import HostRollgate
 from harness.kits.shapes import ServedCrds
 from harness.plane import ControlPlane
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit import objects
 from testkit.skew import (
     PLUGIN_FIELD,
@@ -29,7 +30,7 @@ from testkit.skew import (
     next_minor,
 )
 
-CRDS = ("stages.kargo.akuity.io", "rolloutmanagers.argoproj.io")
+CRDS = (f"stages.{GROUP_KARGO}", f"rolloutmanagers.{GROUP_ARGO}")
 
 
 @pytest.fixture(scope="module")

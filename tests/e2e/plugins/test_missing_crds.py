@@ -22,14 +22,15 @@ from harness.host_rollgate import HostRollgate
 from harness.kits.kargo import sample_sum
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
+from schemas.kinds import API_VERSION_ARGO, GROUP_ARGO
 from testkit import objects
 from testkit.waits import wait_for
 
-CRD = "rolloutmanagers.argoproj.io"
+CRD = f"rolloutmanagers.{GROUP_ARGO}"
 
 
 def served(plane: ControlPlane) -> bool:
-    out = plane.kubectl("get", "--raw", "/apis/argoproj.io/v1alpha1")
+    out = plane.kubectl("get", "--raw", f"/apis/{API_VERSION_ARGO}")
     return any(r["name"] == "rolloutmanagers" for r in json.loads(out.stdout)["resources"])
 
 

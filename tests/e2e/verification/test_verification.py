@@ -211,7 +211,7 @@ def test_fixing_the_stage_after_an_error_starts_the_next_attempt(cluster: Cluste
     cluster.stage("prod", templates=("missing",))
     cluster.promote("prod", "f1")
     error = cluster.wait_latest("prod", "Error")
-    assert "missing" in error["message"] and "kargo.akuity.io/reverify" in error["message"]
+    assert "missing" in error["message"] and ANNOTATION_REVERIFY in error["message"]
     stage = cluster.get("stage", "prod") or {}
     cond = cluster.condition("prod")
     assert cond["status"] == "False"

@@ -1,6 +1,10 @@
 """Runtime pieces that need no API server: informer bookkeeping (against the fake API,
 support/testkit/fakeapi/, whose watch hook plays what happens between requests), the
-worker's retry rules, leases, flags, probes."""
+worker's retry rules, leases, flags, probes.
+
+The expected paths, selectors and messages are spelled out, not built from
+schemas.kinds: they state what the API server and users see, apart from the code under
+test."""
 
 from __future__ import annotations
 
