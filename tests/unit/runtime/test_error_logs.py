@@ -100,7 +100,7 @@ class Writer(Controller):
     watches: tuple[Watch, ...] = ()
 
     def reconcile(self, key: Key, ctx: Context) -> None:
-        ctx.client.create(STAGE, key.namespace, {"metadata": {"name": key.name}})
+        ctx.client.create(STAGE, key.namespace, objects.stage(key.name))
 
 
 def reconcile_once(api: FakeApi, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -1,6 +1,9 @@
 """The fake API (support/testkit/fakeapi/) keeps the API server's semantics the tests
 depend on; each case states what kube-apiserver does, so a test passing against the fake
-means something."""
+means something.
+
+Its objects are bare (a name, no apiVersion or kind), not testkit.objects': the fake
+fills in what the API server fills in, and these tests check that it does."""
 
 from __future__ import annotations
 
@@ -28,8 +31,6 @@ from testkit.fakeapi import Events, FakeApi, Interceptors, api_error, context, n
 
 
 def stage(name: str = "s", ns: str = "ns", **extra: Any) -> dict[str, Any]:
-    # Without apiVersion and kind (so not testkit.objects.stage): the fake sets them, as
-    # the API server does, and these tests check that it does.
     return {"metadata": {"name": name, "namespace": ns}, "spec": {"x": 1}, **extra}
 
 

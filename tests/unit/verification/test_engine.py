@@ -125,8 +125,7 @@ def test_create_already_exists_for_a_run_the_cache_has_not_seen_adopts_it() -> N
 
 def test_a_foreign_object_holding_the_name_is_an_error_entry() -> None:
     api = make_api()
-    api.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
-                           "spec": {}})
+    api.put(ANALYSIS_RUN, objects.analysis_run(RUN1, namespace=NS, labels={}))
     reconcile(api)
     entry = history(api)[0]
     assert entry["phase"] == "Error" and "not created by rollgate" in entry["message"]
@@ -261,8 +260,7 @@ def test_a_pass_plans_once_from_plain_data_it_read_first(
 
     worlds.clear()
     foreign = make_api()
-    foreign.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
-                               "spec": {}})
+    foreign.put(ANALYSIS_RUN, objects.analysis_run(RUN1, namespace=NS, labels={}))
     reconcile(foreign)
     assert [w.blocked for w in worlds] == [{}, {RUN1: worlds[1].blocked[RUN1]}]
     assert "not created by rollgate" in worlds[1].blocked[RUN1]
