@@ -130,7 +130,7 @@ def k8s_object(kind: str, stanzas: dict[str, Any]) -> st.SearchStrategy[Any]:
     """A whole object as the webhook gets it: the stanzas among fields the schemas
     leave alone (Kargo's requestedFreight, metadata, status)."""
     return record({
-        "apiVersion": st.just("v1alpha1"), "kind": st.just(kind),
+        "apiVersion": st.just(objects.API_VERSIONS[kind]), "kind": st.just(kind),
         "metadata": record({"name": DNS_NAMES}, {"labels": STRING_MAPS}),
         "spec": record(stanzas, {"requestedFreight": OTHER}),
     }, {"status": OTHER})
