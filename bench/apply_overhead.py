@@ -88,9 +88,10 @@ def template(kind: str, name: str, metric: str) -> dict[str, Any]:
             "url": "http://metrics.example/{{args.service}}"}}}])
 
 
-def stage(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def stage(name: str, *, namespace: str | None = None,
+          labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A Stage every set-up admits without a warning (``labels`` can break that)."""
-    return objects.stage(name, verification=objects.verification(
+    return objects.stage(name, namespace=namespace, verification=objects.verification(
         "success-rate", ("latency",), args=[{"name": "service", "value": "checkout"}],
         run_metadata={"labels": labels or {"team": "web"}}))
 
@@ -217,10 +218,9 @@ class Switcher:
         self.noop_name = noop_webhook.webhook_name(VALIDATE_STAGES)
         self.webhooks = webhooks
         self.current = next(iter(webhooks))
-        self.probe = json.dumps({**stage("probe", labels={"rollgate.dev/attempt": "1"}),
-                                 "metadata": {"name": "probe", "namespace": NS}})
-        self.valid = json.dumps({**stage("probe-valid"),
-                                 "metadata": {"name": "probe-valid", "namespace": NS}})
+        self.probe = json.dumps(stage("probe", namespace=NS,
+                                      labels={"rollgate.dev/attempt": "1"}))
+        self.valid = json.dumps(stage("probe-valid", namespace=NS))
 
     def _dry_run(self, body: str) -> tuple[bool, str]:
         out = self.plane.kubectl("create", "--dry-run=server", "-f", "-", input=body,

@@ -88,7 +88,7 @@ from harness.upstream import rollouts as argo_rollouts
 from reconciler.runtime.options import DEFAULT_WORKERS
 from schemas.constants import LABEL_STAGE
 from schemas.kinds import API_VERSION_KARGO, GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
-from testkit import kargo_shapes
+from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -391,19 +391,14 @@ def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
     co.create_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, ns, "analysistemplates", template)
 
     def one(i: int) -> tuple[str, str]:
-        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "freights", {
-            "apiVersion": API_VERSION_KARGO, "kind": "Freight",
-            "metadata": {"name": f"f-{i}"}, "alias": f"a{i}",
-            "origin": {"kind": "Warehouse", "name": "w"},
-            "images": [{"repoURL": "registry.invalid/shop/web", "tag": f"v{i}",
-                        "digest": "sha256:" + os.urandom(32).hex()}]})
-        body = {
-            "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": f"s{i}"},
-            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                           "sources": {"direct": True}}],
-                     "promotionTemplate": {"spec": {"steps": STEPS}},
-                     "verification": {"analysisTemplates": [{"name": TEMPLATE}],
-                                      "args": [{"name": "verdict", "value": "pass"}]}}}
+        co.create_namespaced_custom_object(
+            GROUP_KARGO, VERSION_KARGO, ns, "freights", objects.freight(
+                f"f-{i}", warehouse="w", alias=f"a{i}",
+                images=[{"repoURL": "registry.invalid/shop/web", "tag": f"v{i}",
+                         "digest": "sha256:" + os.urandom(32).hex()}]))
+        body = objects.stage(f"s{i}", warehouse="w", verification=objects.verification(
+            TEMPLATE, args=[{"name": "verdict", "value": "pass"}]),
+            spec={"promotionTemplate": {"spec": {"steps": STEPS}}})
         stage = cast("dict[str, Any]", co.create_namespaced_custom_object(
             GROUP_KARGO, VERSION_KARGO, ns, "stages", body))
         return f"s{i}", stage["metadata"]["uid"]

@@ -66,8 +66,6 @@ from harness.process import ManagedProcess
 from harness.upstream import kargo
 from reconciler.verification.shards import LABEL_SHARD
 from schemas.kinds import (
-    API_VERSION_ARGO,
-    API_VERSION_KARGO,
     GROUP_ARGO,
     GROUP_KARGO,
     VERSION_ARGO,
@@ -150,12 +148,10 @@ def seed_stage(w: Writer, ns: str, name: str, *, running: bool = False) -> None:
     entry = current["verificationHistory"][0]
     run_name = entry["analysisRun"]["name"]
     freight = kargo_shapes.history_freight_name(name, 0)
-    w.create(GROUP_KARGO, ns, "freights", {
-        "apiVersion": API_VERSION_KARGO, "kind": "Freight",
-        "metadata": {"name": freight, "labels": {f"{GROUP_KARGO}/alias": f"a-{name}"}},
-        "alias": f"a-{name}", "origin": {"kind": "Warehouse", "name": "w"},
-        "images": current["items"]["Warehouse/w"]["images"],
-        "commits": current["items"]["Warehouse/w"]["commits"]})
+    w.create(GROUP_KARGO, ns, "freights", objects.freight(
+        freight, warehouse="w", alias=f"a-{name}", labels={f"{GROUP_KARGO}/alias": f"a-{name}"},
+        images=current["items"]["Warehouse/w"]["images"],
+        commits=current["items"]["Warehouse/w"]["commits"]))
     w.status(GROUP_KARGO, ns, "freights", freight, {"status": {"verifiedIn": {
         name: {"verifiedAt": entry["finishTime"]}}, "currentlyIn": {name: {}}}})
     w.create(GROUP_KARGO, ns, "stages", stage_body(name))
@@ -182,10 +178,8 @@ def seed(plane: ControlPlane, w: Writer, *, n: int, namespaces: int,
                                        + [f"q{i}" for i in range(probes)])
     for ns in layout:
         kargo.label_as_project(plane, ns)
-        w.create(GROUP_ARGO, ns, "analysistemplates", {
-            "apiVersion": API_VERSION_ARGO, "kind": "AnalysisTemplate",
-            "metadata": {"name": "t"}, "spec": {"metrics": [
-                {"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]}})
+        w.create(GROUP_ARGO, ns, "analysistemplates", objects.analysis_template("t", metrics=[
+            {"name": "m", "provider": {"web": {"url": "http://127.0.0.1:9/"}}}]))
     jobs = [(ns, name) for ns, names in layout.items() for name in names]
     started = time.monotonic()
     done = [0]

@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from harness.plane import ControlPlane
-from kubekit.kinds import STAGE
-from schemas.kinds import API_VERSION_ARGO
+from testkit import objects
 
 PROBE_DIGEST = "ab" * 32
 VALIDATING_WEBHOOK = "validate-stages.rollgate.dev"
@@ -25,22 +24,12 @@ def probes() -> tuple[dict[str, Any], dict[str, Any]]:
     reference), and a RolloutManager whose digest only the mutating webhook lowercases.
     Dry runs in ``default`` (the webhooks never gate rollgate's own namespace); the
     webhook logs denials of dry runs at debug level only."""
-    meta = {"name": "rollgate-probe", "namespace": "default"}
-    stage = {
-        "apiVersion": STAGE.api_version, "kind": STAGE.kind, "metadata": meta,
-        "spec": {
-            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "probe"},
-                                  "sources": {"direct": True}}],
-            "verification": {"analysisTemplates": [{"name": "probe"}, {"name": "probe"}]},
-        },
-    }
+    name, namespace = "rollgate-probe", "default"
+    stage = objects.stage(name, namespace=namespace, warehouse="probe",
+                          verification=objects.verification("probe", "probe"))
     plugin = {"name": "rollgate/probe", "location": "https://plugins.invalid/probe",
               "sha256": PROBE_DIGEST.upper()}
-    manager = {
-        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager", "metadata": meta,
-        "spec": {"plugins": {"metric": [plugin]}},
-    }
-    return stage, manager
+    return stage, objects.rollout_manager(name, namespace=namespace, metric=[plugin])
 
 
 def validating_active(plane: ControlPlane) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 
 from reconciler.verification.naming import freight_collection_id
 from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
-from schemas.kinds import API_VERSION_ARGO, GROUP_KARGO
+from schemas.kinds import GROUP_KARGO
 from testkit import objects
 
 HISTORY_LIMIT = 10
@@ -187,20 +187,18 @@ def finished_analysis_run(name: str, namespace: str, *, stage: str, collection: 
     """An AnalysisRun as Argo Rollouts v1.9.1 leaves it: Successful, with its
     measurements, Kargo's labels."""
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    return {
-        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
-        "metadata": {"name": name, "labels": {LABEL_STAGE: stage,
-                                              LABEL_FREIGHT_COLLECTION: collection},
-                     "annotations": {f"{GROUP_KARGO}/promotion": f"{stage}.promotion"}},
-        "spec": {"metrics": [{"name": "success-rate", "interval": "30s",
-                              "count": measurements, "successCondition": "result[0] >= 0.95",
-                              "provider": {"prometheus": {
-                                  "address": "http://prometheus.monitoring:9090",
-                                  "query": f'sum(rate(http_requests_total{{app="{stage}",'
-                                           'code!~"5.."}[2m])) / sum(rate('
-                                           f'http_requests_total{{app="{stage}"}}[2m]))'}}}],
-                 "args": [{"name": "service", "value": stage}]},
-        "status": {
+    return objects.analysis_run(
+        name, labels={LABEL_STAGE: stage, LABEL_FREIGHT_COLLECTION: collection},
+        annotations={f"{GROUP_KARGO}/promotion": f"{stage}.promotion"},
+        metrics=[{"name": "success-rate", "interval": "30s",
+                  "count": measurements, "successCondition": "result[0] >= 0.95",
+                  "provider": {"prometheus": {
+                      "address": "http://prometheus.monitoring:9090",
+                      "query": f'sum(rate(http_requests_total{{app="{stage}",'
+                               'code!~"5.."}[2m])) / sum(rate('
+                               f'http_requests_total{{app="{stage}"}}[2m]))'}}}],
+        spec={"args": [{"name": "service", "value": stage}]},
+        status={
             "phase": "Successful", "startedAt": _ts(now, -300), "completedAt": _ts(now, -60),
             "dryRunSummary": {}, "runSummary": {"count": 1, "successful": 1},
             "metricResults": [{"name": "success-rate", "phase": "Successful",
@@ -209,5 +207,4 @@ def finished_analysis_run(name: str, namespace: str, *, stage: str, collection: 
                                    {"phase": "Successful", "value": f"[0.99{m}]",
                                     "startedAt": _ts(now, -300 + 30 * m),
                                     "finishedAt": _ts(now, -299 + 30 * m)}
-                                   for m in range(measurements)]}]},
-    }
+                                   for m in range(measurements)]}]})

@@ -122,6 +122,7 @@ def freight_collection(*names: str, warehouses: Sequence[str] | None = None,
 
 def freight(name: str, *, namespace: str | None = None, warehouse: str = "guestbook",
             alias: str | None = None, images: list[dict[str, str]] | None = None,
+            commits: list[dict[str, str]] | None = None,
             **metadata: Any) -> dict[str, Any]:
     """A Freight from ``warehouse`` (its fields sit beside ``metadata``: no ``spec``)."""
     obj = k8s_object("Freight", name=name, namespace=namespace, **metadata)
@@ -131,6 +132,8 @@ def freight(name: str, *, namespace: str | None = None, warehouse: str = "guestb
     obj["origin"] = {"kind": "Warehouse", "name": warehouse}
     if images is not None:
         obj["images"] = images
+    if commits is not None:
+        obj["commits"] = commits
     return obj
 
 
@@ -148,9 +151,12 @@ def analysis_template(name: str, *, namespace: str | None = None, cluster: bool 
 
 def analysis_run(name: str, *, namespace: str | None = None,
                  metrics: list[dict[str, Any]] | None = None,
+                 spec: dict[str, Any] | None = None,
                  status: dict[str, Any] | None = None, **metadata: Any) -> dict[str, Any]:
+    """An AnalysisRun measuring ``metrics``; ``spec`` entries are added last (and replace
+    those)."""
     obj = k8s_object("AnalysisRun", name=name, namespace=namespace,
-                     spec={"metrics": metrics or []}, **metadata)
+                     spec={"metrics": metrics or [], **(spec or {})}, **metadata)
     if status is not None:
         obj["status"] = status
     return obj
@@ -158,9 +164,11 @@ def analysis_run(name: str, *, namespace: str | None = None,
 
 def rollout_manager(name: str = "argo-rollouts", *, namespace: str | None = None,
                     metric: list[Any] | None = None, traffic: list[Any] | None = None,
-                    plugins: dict[str, Any] | None = None, **metadata: Any) -> dict[str, Any]:
+                    plugins: Any = None, spec: dict[str, Any] | None = None,
+                    **metadata: Any) -> dict[str, Any]:
     """A RolloutManager; ``spec.plugins`` from ``plugins`` as given, else the lists
-    given (``metric``, ``trafficManagement``)."""
+    given (``metric``, ``trafficManagement``); ``spec`` entries are added last (and
+    replace those: ``spec={"plugins": None}``, say)."""
     if plugins is None:
         plugins = {}
         if traffic is not None:
@@ -168,7 +176,7 @@ def rollout_manager(name: str = "argo-rollouts", *, namespace: str | None = None
         if metric is not None:
             plugins["metric"] = metric
     return k8s_object("RolloutManager", name=name, namespace=namespace,
-                      spec={"plugins": plugins}, **metadata)
+                      spec={"plugins": plugins, **(spec or {})}, **metadata)
 
 
 # --------------------------------------------------------------------------- core

@@ -1,7 +1,8 @@
-"""Builders for AdmissionReviews and objects used by the HTTP tests and the bench.
+"""AdmissionReviews, and the typical valid and invalid objects they carry, for the HTTP
+tests and the bench.
 
 Plain functions returning fresh dicts, so a test can change one field without
-affecting another test. The object shapes come from support/testkit/objects.py.
+affecting another test. The objects are built by support/testkit/objects.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from typing import Any
 
 from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
-from testkit.objects import k8s_object
+from testkit import objects
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -26,14 +27,9 @@ RESOURCE = {"Stage": "stages", "RolloutManager": "rolloutmanagers", "Freight": "
 SHA256 = "4e1243bd22c66e76c2ba9eddc1f91394e57f9f83c5e0e8e1b1a0bcc1b2c3d4e5"
 
 
-def stage(spec: dict[str, Any] | None = None, *, name: str = "prod",
-          namespace: str = "guestbook") -> dict[str, Any]:
-    return k8s_object("Stage", name=name, namespace=namespace, spec=spec)
-
-
-def valid_stage(**kwargs: Any) -> dict[str, Any]:
+def valid_stage(*, name: str = "prod", namespace: str = "guestbook") -> dict[str, Any]:
     """A typical Stage: two templates, two args, run metadata; already defaulted."""
-    return stage({
+    return objects.stage(name, namespace=namespace, freight=False, spec={
         "subscriptions": {"upstreamStages": [{"name": "staging"}]},
         "analysis": {
             "templates": [
@@ -48,12 +44,12 @@ def valid_stage(**kwargs: Any) -> dict[str, Any]:
             "analysisRunMetadata": {"labels": {"team": "web"},
                                     "annotations": {"example.com/note": "x"}},
         },
-    }, **kwargs)
+    })
 
 
-def invalid_stage(**kwargs: Any) -> dict[str, Any]:
+def invalid_stage(*, name: str = "prod", namespace: str = "guestbook") -> dict[str, Any]:
     """Two errors: an unquoted number and a duplicate arg name."""
-    obj = valid_stage(**kwargs)
+    obj = valid_stage(name=name, namespace=namespace)
     obj["spec"]["analysis"]["args"] = [
         {"name": "port", "value": 8080},
         {"name": "port", "value": "8080"},
@@ -61,14 +57,9 @@ def invalid_stage(**kwargs: Any) -> dict[str, Any]:
     return obj
 
 
-def rollout_manager(plugins: dict[str, Any] | None = None, *, name: str = "argo-rollouts",
-                    namespace: str = "argo-rollouts") -> dict[str, Any]:
-    spec = {"plugins": plugins} if plugins is not None else None
-    return k8s_object("RolloutManager", name=name, namespace=namespace, spec=spec)
-
-
-def valid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
-    return rollout_manager({
+def valid_rollout_manager(*, name: str = "argo-rollouts",
+                          namespace: str = "argo-rollouts") -> dict[str, Any]:
+    return objects.rollout_manager(name, namespace=namespace, plugins={
         "trafficManagement": [{
             "name": "argoproj-labs/gatewayAPI",
             "location": "https://github.com/argoproj-labs/rollouts-plugin-trafficrouter-gatewayapi"
@@ -77,17 +68,18 @@ def valid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
         }],
         "metric": [{"name": "argoproj-labs/sample-prometheus",
                     "location": "file:///plugins/metric-plugin"}],
-    }, **kwargs)
+    })
 
 
-def invalid_rollout_manager(**kwargs: Any) -> dict[str, Any]:
+def invalid_rollout_manager(*, name: str = "argo-rollouts",
+                            namespace: str = "argo-rollouts") -> dict[str, Any]:
     """Three errors: no namespace in the name, http://, a SHA-1-length digest."""
-    return rollout_manager({
+    return objects.rollout_manager(name, namespace=namespace, plugins={
         "trafficManagement": [{"name": "gatewayAPI", "location": "file:///plugins/gw"}],
         "metric": [{"name": "argoproj-labs/sample-prometheus",
                     "location": "http://example.com/metric-plugin",
                     "sha256": "dac10cbf57633c9832a17f8c27d2ca34aa97dd3d"}],
-    }, **kwargs)
+    })
 
 
 def review(obj: dict[str, Any] | None, *, operation: str = "CREATE", uid: str = "uid-1",

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 
 from harness.kits.chaos import probing, until_probed
-from schemas.kinds import API_VERSION_KARGO
+from schemas.kinds import GROUP_KARGO, VERSION_KARGO
+from testkit import objects
 
-STAGE = {
-    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-    "metadata": {"name": "deep", "namespace": "default"},
-    "spec": {"analysis": {"templates": [{"templateName": "t"}],
-                          "args": [{"name": "a", "value": "PLACEHOLDER"}]}},
-}
+STAGE = objects.stage("deep", namespace="default", freight=False, spec={
+    "analysis": {"templates": [{"templateName": "t"}],
+                 "args": [{"name": "a", "value": "PLACEHOLDER"}]}})
 
 
 def _review(depth: int) -> bytes:
@@ -23,7 +21,7 @@ def _review(depth: int) -> bytes:
     obj = json.dumps(STAGE).replace('"PLACEHOLDER"', nested)
     return (
         '{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":'
-        '{"uid":"deep","kind":{"group":"kargo.akuity.io","version":"v1alpha1",'
+        f'{{"uid":"deep","kind":{{"group":"{GROUP_KARGO}","version":"{VERSION_KARGO}",'
         '"kind":"Stage"},"operation":"CREATE","namespace":"default","name":"deep",'
         f'"object":{obj}}}}}'
     ).encode()

@@ -33,8 +33,8 @@ from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from reconciler.verification.naming import freight_collection_id, run_name
 from reconciler.verification.payloads import FINISHED
-from schemas.kinds import API_VERSION_KARGO, GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
-from testkit import invariants, kargo_shapes
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
+from testkit import invariants, kargo_shapes, objects
 
 
 def _group_version(plural: str) -> tuple[str, str]:
@@ -89,10 +89,8 @@ class Api:
         answer a fault cut off may have been stored)."""
         try:
             self.co.create_namespaced_custom_object(
-                GROUP_KARGO, VERSION_KARGO, self.ns, "freights", {
-                "apiVersion": API_VERSION_KARGO, "kind": "Freight", "metadata": {"name": name},
-                "origin": {"kind": "Warehouse", "name": "w"},
-                "images": [{"repoURL": "ghcr.io/shop/web", "tag": name}]})
+                GROUP_KARGO, VERSION_KARGO, self.ns, "freights", objects.freight(
+                    name, warehouse="w", images=[{"repoURL": "ghcr.io/shop/web", "tag": name}]))
         except ApiException as exc:
             if exc.status != 409:
                 raise

@@ -12,8 +12,7 @@ import pytest
 
 import schemas
 from schemas.pointer import apply_patch
-from testkit import reviews
-from testkit.objects import k8s_object
+from testkit import objects, reviews
 from testkit.reviews import review
 from webhook import admission
 from webhook.config import Lookups
@@ -82,7 +81,8 @@ def test_valid_object_is_allowed_and_uid_echoed(post, path, obj):
 
 
 def test_stage_without_analysis_is_allowed(post):
-    response = post(VALIDATE_STAGES, review(reviews.stage({"subscriptions": {}})))
+    obj = objects.stage(namespace="guestbook", freight=False, spec={"subscriptions": {}})
+    response = post(VALIDATE_STAGES, review(obj))
     assert response["allowed"] is True
     assert not response.get("warnings")
 
@@ -229,7 +229,7 @@ def test_warnings_are_kept_next_to_a_denial(post):
 
 
 def test_patch_is_applied_once_and_is_idempotent(post):
-    obj = reviews.rollout_manager({"metric": [{
+    obj = objects.rollout_manager(namespace="argo-rollouts", plugins={"metric": [{
         "name": "argoproj-labs/m", "location": "file:///plugins/m",
         "sha256": "  " + reviews.SHA256.upper() + "\n"}]})
     first = post(MUTATE_RMS, review(obj))
@@ -260,7 +260,8 @@ def test_stage_mutation_answers_without_a_patch(post, spec):
     # docs/components.md "What calls the webhook": no mutating registration for Stages; the endpoint
     # stays for a registration left from an earlier release and answers an allow,
     # unchanged.
-    response = post(MUTATE_STAGES, review(reviews.stage(spec)))
+    obj = objects.stage(namespace="guestbook", freight=False, spec=spec)
+    response = post(MUTATE_STAGES, review(obj))
     assert response["allowed"] is True
     assert "patch" not in response and "patchType" not in response
 
@@ -336,8 +337,8 @@ def _relabelled(obj: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("path", "obj"),
     [(VALIDATE_STAGES, reviews.valid_stage()),
-     (VALIDATE_STAGES, reviews.stage({"verification": {
-         "analysisTemplates": [{"name": "success-rate"}]}})),
+     (VALIDATE_STAGES, objects.stage(namespace="guestbook", freight=False,
+                                     verification=objects.verification("success-rate"))),
      (VALIDATE_RMS, reviews.valid_rollout_manager())],
     ids=["stage-analysis", "stage-verification", "rolloutmanager"],
 )
@@ -412,8 +413,8 @@ def test_status_subresource_is_allowed_untouched(post, path):
 
 @pytest.mark.parametrize("path", ENDPOINTS)
 def test_other_kinds_are_allowed_untouched(post, path):
-    freight = k8s_object("Freight", name="abc", namespace="guestbook",
-                         spec={"analysis": {"templates": []}})
+    freight = objects.k8s_object("Freight", name="abc", namespace="guestbook",
+                                 spec={"analysis": {"templates": []}})
     assert post(path, review(freight, kind="Freight")) == {"uid": "uid-1", "allowed": True}
 
 
@@ -525,7 +526,7 @@ def test_internal_fault_on_mutate_allows_without_patch(post, monkeypatch):
 
     monkeypatch.setattr(schemas, "default_patch", broken)
     # A RolloutManager: Stages have nothing to default, so defaulting never runs for them.
-    obj = reviews.rollout_manager({"metric": [{
+    obj = objects.rollout_manager(namespace="argo-rollouts", plugins={"metric": [{
         "name": "argoproj-labs/m", "location": "file:///plugins/m", "sha256": " AB "}]})
     assert post(MUTATE_RMS, review(obj, uid="u-m")) == {"uid": "u-m", "allowed": True}
 

@@ -14,30 +14,22 @@ from typing import Any
 
 import pytest
 
-from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
+from testkit import objects
 from testkit.reviews import review
 
-STAGE: dict[str, Any] = {
-    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-    "metadata": {"name": "uat", "namespace": "demo"},
-    "spec": {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                              "sources": {"direct": True}}],
-        "verification": {"analysisTemplates": [{"name": "t"}], "args": [
-            {"name": "a", "value": "plain"},
-            {"name": "b", "value": "${{ ctx.namespace }}"},
-            {"name": "c", "value": "${{ ctx.stage + }}"},
-            {"name": "d", "value": "${% ctx.stage"},
-        ]},
-    },
-}
+STAGE = objects.stage("uat", namespace="demo", warehouse="w", verification=objects.verification(
+    "t", args=[
+        {"name": "a", "value": "plain"},
+        {"name": "b", "value": "${{ ctx.namespace }}"},
+        {"name": "c", "value": "${{ ctx.stage + }}"},
+        {"name": "d", "value": "${% ctx.stage"},
+    ]))
 OPENSHIFT = {"name": "argoproj-labs/openshift", "location": "file:///plugins/os"}
 
 
 def _manager(list_name: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts", "namespace": "demo"},
-            "spec": {"plugins": {list_name: [OPENSHIFT]}}}
+    return objects.rollout_manager("rollouts", namespace="demo",
+                                   plugins={list_name: [OPENSHIFT]})
 
 
 def _validate(tmp_path: Path, obj: dict[str, Any]) -> tuple[set[str], set[str]]:

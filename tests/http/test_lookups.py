@@ -1,7 +1,9 @@
 """The look-ups' failure behaviour: an unreachable API server means "unavailable"
 (schemas then skips the cross-object warnings), never an exception the webhook has to
 survive; the cache forgets on time and stays bounded; and look-ups that may not wait
-answer from the cache or say the request must wait."""
+answer from the cache or say the request must wait.
+
+The API server's messages are spelled as it writes them, not built from schemas.kinds."""
 
 from __future__ import annotations
 
@@ -13,8 +15,7 @@ from prometheus_client import generate_latest
 
 import schemas
 import webhook
-from schemas.kinds import API_VERSION_ARGO
-from testkit import reviews
+from testkit import objects, reviews
 from testkit.net import free_port, send_json
 from testkit.webhook_client import Client
 from webhook import metrics
@@ -202,10 +203,10 @@ def template_api():
             gets.append(self.path)
             kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
                 else "AnalysisTemplate"
-            send_json(self, 200, {"apiVersion": API_VERSION_ARGO, "kind": kind,
-                                  "metadata": {"name": self.path.rsplit("/", 1)[1]},
-                                  "spec": {"metrics": [{"name": kind.lower(), "provider": {
-                                      "web": {"url": "http://metrics.example/q"}}}]}})
+            send_json(self, 200, objects.analysis_template(
+                self.path.rsplit("/", 1)[1], cluster=kind == "ClusterAnalysisTemplate",
+                metrics=[{"name": kind.lower(), "provider": {
+                    "web": {"url": "http://metrics.example/q"}}}]))
 
         def log_message(self, *args: object) -> None:
             pass

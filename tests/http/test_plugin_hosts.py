@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from testkit import reviews
+from testkit import objects, reviews
 from testkit.reviews import review
 
 VALIDATE_RMS = "/validate/rolloutmanagers"
@@ -21,8 +21,8 @@ LOCATION = "spec.plugins.metric[0].location"
 
 
 def manager(location: str) -> dict[str, Any]:
-    return reviews.rollout_manager({"metric": [
-        {"name": "a/m", "location": location, "sha256": reviews.SHA256}]}, name="rm")
+    return objects.rollout_manager("rm", namespace="argo-rollouts", metric=[
+        {"name": "a/m", "location": location, "sha256": reviews.SHA256}])
 
 
 def cli_findings(obj: dict[str, Any], tmp_path: Path) -> list[tuple[str, str, str]]:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import webhook
-from testkit import reviews
+from testkit import objects, reviews
 from testkit.webhook_client import Client
 from webhook.config import Lookups, WebhookConfig
 
@@ -97,8 +97,8 @@ def test_random_json_never_gets_a_5xx(client, faults, path, body):
     base=st.sampled_from([
         reviews.valid_stage(), reviews.invalid_stage(),
         reviews.valid_rollout_manager(), reviews.invalid_rollout_manager(),
-        reviews.stage({"verification": {"analysisTemplates": [{"name": "a"}],
-                                        "args": [{"name": "x", "value": "1"}]}}),
+        objects.stage(namespace="guestbook", freight=False, verification={
+            "analysisTemplates": [{"name": "a"}], "args": [{"name": "x", "value": "1"}]}),
     ]),
     operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", 7, None]),
     data=st.data(),

@@ -13,6 +13,9 @@ Ready, the reconciler restarted as ``kubectl rollout restart`` does, ``helm test
 passing (a check skipped only for a kind that is not served), and each feature the
 shape has working end to end. The upstreams and CRDs are put back as the session had
 them when the module ends.
+
+Resource names such as ``stages.kargo.akuity.io`` are spelled as users type them to
+kubectl, not built from schemas.kinds. Readiness texts are spelled as users read them.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ from harness.node.cluster import NodeCluster
 from harness.process import ManagedProcess
 from harness.upstream import argo_helm, kargo
 from harness.upstream import operator as rollouts_manager
-from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.prometheus_stub import PrometheusStub
 from testkit.skew import (
@@ -268,11 +270,9 @@ def test_an_upstream_upgraded_before_rollgate(cluster: Shapes) -> None:
                 "(rollgate checks Stages as Kargo v1.11.2 defines them)") in out.stderr, out
         stored = plane.get_json("-n", KARGO_PROJECT, "stage", "skewed")
         assert stored["spec"]["verification"][VERIFICATION_FIELD] == VERIFICATION_VALUE
-        rm = {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-              # Not namespace-scoped: the operator refuses it and makes nothing.
-              "metadata": {"name": "skewed", "namespace": KARGO_PROJECT},
-              "spec": {"plugins": {"metric": [{**plugin(cluster, PLUGIN_PATH),
-                                               PLUGIN_FIELD: PLUGIN_VALUE}]}}}
+        # Not namespace-scoped: the operator refuses it and makes nothing.
+        rm = objects.rollout_manager("skewed", namespace=KARGO_PROJECT, metric=[
+            {**plugin(cluster, PLUGIN_PATH), PLUGIN_FIELD: PLUGIN_VALUE}])
         out = plane.kubectl("apply", "-f", "-", input=json.dumps(rm))
         assert f"spec.plugins.metric[0].{PLUGIN_FIELD}: field not known" in out.stderr, out
         [entry] = plane.get_json("-n", KARGO_PROJECT, "rolloutmanager", "skewed")[

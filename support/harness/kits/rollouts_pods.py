@@ -32,7 +32,7 @@ from harness.node.cluster import NodeCluster
 from harness.paths import REPO_ROOT
 from harness.plane import ControlPlane, PlaneError
 from harness.upstream import rollouts as rollouts_binaries
-from schemas.kinds import API_VERSION_ARGO
+from testkit import objects
 from testkit.plugin_server import PluginServer
 from testkit.waits import wait_for
 
@@ -147,9 +147,8 @@ class ArgoNamespace:
                                                 p["metadata"]["name"]) for p in found}
 
     def apply_rm(self, plugins: dict[str, Any], **spec: Any) -> None:
-        self.plane.kubectl("apply", "-n", self.namespace, "-f", "-", input=json.dumps({
-            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts"}, "spec": {"plugins": plugins, **spec}}))
+        self.plane.kubectl("apply", "-n", self.namespace, "-f", "-", input=json.dumps(
+            objects.rollout_manager("rollouts", plugins=plugins, spec=spec)))
 
     def condition(self) -> dict[str, Any]:
         rm = self.plane.get_json("-n", self.namespace, "rolloutmanager", "rollouts")
@@ -178,13 +177,11 @@ class ArgoNamespace:
 
     def analysis_run(self, name: str, prometheus_url: str) -> dict[str, Any]:
         """An AnalysisRun measured by the sample plugin; returns it once it finished."""
-        self.plane.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps({
-            "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
-            "metadata": {"name": name},
-            "spec": {"metrics": [{
+        self.plane.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps(
+            objects.analysis_run(name, metrics=[{
                 "name": "success-rate", "successCondition": "result >= 0.95",
                 "provider": {"plugin": {SAMPLE_PLUGIN: {"address": prometheus_url,
-                                                        "query": QUERY}}}}]}}))
+                                                        "query": QUERY}}}}])))
 
         def finished() -> dict[str, Any] | None:
             run = self.plane.get_json("-n", self.namespace, "analysisrun", name)

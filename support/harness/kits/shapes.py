@@ -22,7 +22,7 @@ from harness.plane import ControlPlane
 from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit.waits import wait_for
 
-ROLLOUT_MANAGERS = "rolloutmanagers.argoproj.io"
+ROLLOUT_MANAGERS = f"rolloutmanagers.{GROUP_ARGO}"
 LEASE = "rollgate-reconciler"
 METRICS_PORT = 8080
 

@@ -43,6 +43,7 @@ from harness.process import ManagedProcess, free_port, log_offset, logged, logge
 from harness.upstream import kargo_chart, trees
 from harness.upstream.trees import KARGO_NAMESPACE, KARGO_READY_LINE, PROJECT_LABEL
 from schemas.kinds import API_VERSION_KARGO
+from testkit import objects
 from testkit.waits import WaitTimeout, wait_for
 
 # The namespaces Kargo's chart creates by default (global.clusterSecretsNamespace,
@@ -269,9 +270,7 @@ def _webhooks_act(plane: ControlPlane) -> bool:
     """Both of Kargo's configurations act: its Stage validator refuses a Stage outside a
     Project namespace, and its Promotion defaulter (which runs before any validator)
     refuses a Promotion of a Stage that does not exist."""
-    stage = _probe(plane, {"apiVersion": API_VERSION_KARGO, "kind": "Stage", "spec": {
-        "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "probe"},
-                              "sources": {"direct": True}}]}})
+    stage = _probe(plane, objects.stage("probe", warehouse="probe"))
     promotion = _probe(plane, {"apiVersion": API_VERSION_KARGO, "kind": "Promotion",
                                "spec": {"stage": "probe", "freight": "probe"}})
     # Kargo's webhooks answer with a status of their own, which the API server passes on

@@ -29,6 +29,7 @@ import yaml
 from harness import versions
 from harness.paths import REPO_ROOT, BinaryMissing, binary
 from harness.process import ProcessError
+from schemas.kinds import GROUP_KARGO
 
 KARGO = "kargo"
 ROLLOUTS_MANAGER = "argo-rollouts-manager"
@@ -37,7 +38,7 @@ KARGO_NAMESPACE = "kargo"
 KARGO_READY_LINE = re.compile(rb"Starting workers.*\"Stage\"")
 # The label Kargo's Project webhook and management controller put on a Project's
 # namespace; Kargo's validators admit nothing in a namespace without it.
-PROJECT_LABEL = "kargo.akuity.io/project"
+PROJECT_LABEL = f"{GROUP_KARGO}/project"
 
 
 class UpstreamMissing(ProcessError):

@@ -8,6 +8,9 @@ never about the webhook's internals. The invalid manifests are the ones in
 a mistake (unknown fields, wrong types, missing required fields) the API server says
 so before any webhook runs, and these tests expect its message there; the webhook
 speaks for what a CRD cannot say.
+
+Resource names such as ``stages.kargo.akuity.io`` are spelled as users type them to
+kubectl, not built from schemas.kinds.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ validate names.
 Server-side dry run (``dry_run=All``, strict field validation, as ``kubectl apply`` asks)
 on planes without rollgate's webhook, so only the CRD schema decides; once with the
 upstream trees' CRDs and once with manifests/crds, which must agree with each other too.
+
+Resource names such as ``stages.kargo.akuity.io`` are spelled as users type them to
+kubectl, not built from schemas.kinds. The manifests are YAML, as users write them.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import pytest
 
 from harness.kits.plane import fresh_namespace, running_plane
 from harness.plane import ControlPlane
-from schemas.kinds import GROUP_ARGO, GROUP_KARGO
+from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO, GROUP_ARGO
 from testkit import objects
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -378,8 +378,8 @@ def test_kinds_are_served_as_upstream_serves_them(kubectl: Kubectl):
     """Scope, short names and subresources, as ``kubectl api-resources`` and discovery
     show them."""
     resources = {}
-    for group in (GROUP_KARGO, GROUP_ARGO):
-        listed = json.loads(kubectl("get", "--raw", f"/apis/{group}/v1alpha1").stdout)
+    for group_version in (API_VERSION_KARGO, API_VERSION_ARGO):
+        listed = json.loads(kubectl("get", "--raw", f"/apis/{group_version}").stdout)
         resources.update({r["name"]: r for r in listed["resources"]})
 
     def short(name: str) -> list[str]:
@@ -406,6 +406,6 @@ def test_the_three_analysis_kinds_share_one_metric_schema(kubectl: Kubectl):
         found: dict[str, Any] = schema["properties"]["spec"]["properties"]["metrics"]
         return found
 
-    run = metrics("analysisruns.argoproj.io")
-    assert run == metrics("analysistemplates.argoproj.io")
-    assert run == metrics("clusteranalysistemplates.argoproj.io")
+    run = metrics(f"analysisruns.{GROUP_ARGO}")
+    assert run == metrics(f"analysistemplates.{GROUP_ARGO}")
+    assert run == metrics(f"clusteranalysistemplates.{GROUP_ARGO}")

@@ -20,7 +20,7 @@ import pytest
 from harness.host_rollgate import HostRollgate
 from harness.kits.shapes import ServedCrds
 from harness.plane import ControlPlane
-from schemas.kinds import API_VERSION_ARGO
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO
 from testkit import objects
 from testkit.skew import (
     PLUGIN_FIELD,
@@ -30,7 +30,7 @@ from testkit.skew import (
     next_minor,
 )
 
-CRDS = ("stages.kargo.akuity.io", "rolloutmanagers.argoproj.io")
+CRDS = (f"stages.{GROUP_KARGO}", f"rolloutmanagers.{GROUP_ARGO}")
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +53,10 @@ def stage(namespace: str) -> dict[str, Any]:
 
 
 def rollout_manager(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts", "namespace": namespace},
-            "spec": {"plugins": {"metric": [{
-                "name": "argoproj-labs/sample", "location": "https://plugins.example/m",
-                # Upper case: the mutating webhook lower-cases it and must keep the rest.
-                "sha256": "A" * 64, PLUGIN_FIELD: PLUGIN_VALUE}]}}}
+    return objects.rollout_manager("rollouts", namespace=namespace, metric=[{
+        "name": "argoproj-labs/sample", "location": "https://plugins.example/m",
+        # Upper case: the mutating webhook lower-cases it and must keep the rest.
+        "sha256": "A" * 64, PLUGIN_FIELD: PLUGIN_VALUE}])
 
 
 def test_a_new_verification_field_is_allowed_with_a_warning_and_kept(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.host_rollgate import HostRollgate
+from schemas.constants import ANNOTATION_ABORT, ANNOTATION_REVERIFY
 from testkit import objects
 
 SHA256 = "3a3e2d0e4ac4f1f7a3ee6d2e5d4d7c1e8c3b9f0a6e8d1c2b3a4f5e6d7c8b9a0f"
@@ -51,9 +52,9 @@ def test_metadata_updates_go_through_while_the_webhook_is_down(
     try:
         # Kargo's reverify / abort requests, labels, other spec fields: not judged.
         _ok(kubectl("annotate", "-n", namespace, "stage", "prod",
-                    "kargo.akuity.io/reverify=x", check=False))
+                    f"{ANNOTATION_REVERIFY}=x", check=False))
         _ok(kubectl("annotate", "-n", namespace, "stage", "prod",
-                    "kargo.akuity.io/abort=x", check=False))
+                    f"{ANNOTATION_ABORT}=x", check=False))
         _ok(kubectl("label", "-n", namespace, "stage", "prod", "team=web", check=False))
         _ok(kubectl("patch", "-n", namespace, "stage", "prod", "--type=merge",
                     "-p", json.dumps({"spec": {"shard": "a"}}), check=False))

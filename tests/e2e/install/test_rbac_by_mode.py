@@ -3,7 +3,10 @@ renders for each ``reconciler.pluginsMode``, and that of manifests/ (auto) and
 manifests/overlays/audit, applied as rendered and queried with `kubectl auth can-i` as the
 reconciler's ServiceAccount. Audit writes no ConfigMap and no Deployment; auto and sync
 may create and patch ``argo-rollouts-config`` and patch the ``argo-rollouts`` Deployment,
-and nothing more (docs/install.md "RBAC by mode")."""
+and nothing more (docs/install.md "RBAC by mode").
+
+Resource names such as ``stages.kargo.akuity.io`` are spelled as users type them to
+kubectl, not built from schemas.kinds."""
 
 from __future__ import annotations
 

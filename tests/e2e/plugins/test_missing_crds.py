@@ -22,14 +22,15 @@ from harness.host_rollgate import HostRollgate
 from harness.kits.kargo import sample_sum
 from harness.plane import ControlPlane
 from harness.process import ManagedProcess
-from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
+from schemas.kinds import API_VERSION_ARGO, GROUP_ARGO
+from testkit import objects
 from testkit.waits import wait_for
 
-CRD = "rolloutmanagers.argoproj.io"
+CRD = f"rolloutmanagers.{GROUP_ARGO}"
 
 
 def served(plane: ControlPlane) -> bool:
-    out = plane.kubectl("get", "--raw", "/apis/argoproj.io/v1alpha1")
+    out = plane.kubectl("get", "--raw", f"/apis/{API_VERSION_ARGO}")
     return any(r["name"] == "rolloutmanagers" for r in json.loads(out.stdout)["resources"])
 
 
@@ -93,11 +94,8 @@ def test_the_plugins_controller_waits_for_its_crd_and_starts_when_it_appears(
         assert "controller waits for its CRDs" in proc.log_path.read_text()
 
         # The verification controller runs meanwhile: a Stage is reconciled.
-        control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({
-            "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-            "metadata": {"name": "s"},
-            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                           "sources": {"direct": True}}]}}))
+        control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(
+            objects.stage("s", warehouse="w")))
         wait_for("a Stage reconcile", lambda: reconciles(proc, "stage-verification") > 0)
 
         create(control_plane, without_rollout_managers)
@@ -109,9 +107,8 @@ def test_the_plugins_controller_waits_for_its_crd_and_starts_when_it_appears(
         start_after = time.monotonic() - created
         wait_for("its caches", lambda: get(proc, "/readyz") == (200, "ok\n"))
         assert set(readiness) <= {200}, readiness
-        control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps({
-            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts"}, "spec": {}}))
+        control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(
+            objects.k8s_object("RolloutManager", name="rollouts")))
         wait_for("a RolloutManager reconcile",
                  lambda: reconciles(proc, "rollout-plugins") > 0)
         assert proc.alive()

@@ -8,6 +8,8 @@ and only where the API server calls it (a URL on this host instead of a Service,
 the plane's CA) differs. The chart's ClusterRoles and ClusterRoleBindings are there as
 rendered. Kargo's management controller runs next to them: a Project becomes a Ready
 Project namespace, and a deleted Project namespace that held a Promotion goes.
+
+Webhook names are spelled as Kargo's chart names them.
 """
 
 from __future__ import annotations

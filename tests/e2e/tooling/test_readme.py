@@ -42,6 +42,7 @@ from harness.plane import ControlPlane
 from harness.process import free_port
 from reconciler.verification.naming import freight_collection_id
 from releasing import release
+from schemas.kinds import GROUP_KARGO, VERSION_KARGO
 from testkit.paths import REPO_ROOT, documentation
 from testkit.waits import wait_for
 from webhook.admission import review
@@ -181,8 +182,8 @@ def test_the_sample_denial_lists_the_webhooks_causes_in_its_order() -> None:
     obj = yaml.safe_load((REPO_ROOT / "examples" / "invalid" / "stage.yaml").read_text())
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "operation": "CREATE", "namespace": "ns", "name": "broken",
-        "kind": {"group": "kargo.akuity.io", "version": "v1alpha1", "kind": "Stage"},
-        "resource": {"group": "kargo.akuity.io", "version": "v1alpha1", "resource": "stages"},
+        "kind": {"group": GROUP_KARGO, "version": VERSION_KARGO, "kind": "Stage"},
+        "resource": {"group": GROUP_KARGO, "version": VERSION_KARGO, "resource": "stages"},
         "object": obj}}
 
     answer = review(body, action="validate", resource="stages").body["response"]

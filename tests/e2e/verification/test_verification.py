@@ -32,8 +32,7 @@ from schemas.constants import (
     LABEL_FREIGHT_COLLECTION,
     LABEL_STAGE,
 )
-from schemas.kinds import API_VERSION_ARGO
-from testkit import kargo_shapes
+from testkit import kargo_shapes, objects
 from testkit.waits import wait_for
 
 # What rollgate may write into a Stage's status: Kargo's own fields only.
@@ -212,7 +211,7 @@ def test_fixing_the_stage_after_an_error_starts_the_next_attempt(cluster: Cluste
     cluster.stage("prod", templates=("missing",))
     cluster.promote("prod", "f1")
     error = cluster.wait_latest("prod", "Error")
-    assert "missing" in error["message"] and "kargo.akuity.io/reverify" in error["message"]
+    assert "missing" in error["message"] and ANNOTATION_REVERIFY in error["message"]
     stage = cluster.get("stage", "prod") or {}
     cond = cluster.condition("prod")
     assert cond["status"] == "False"
@@ -288,13 +287,10 @@ def test_a_foreign_run_for_the_collection_means_no_second_run(cluster: Cluster,
     cluster.stage("prod", templates=("long",))
     cid = freight_collection_id(["f1"])
     foreign = verdict_template("http://127.0.0.1:9", name="x")["spec"]
-    cluster.apply({
-        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisRun",
-        "metadata": {"name": f"prod.01jdq7kx9v7t3n6r8p2m4c5b0a.{cid[:7]}",
-                     "labels": {LABEL_STAGE: "prod",
-                                LABEL_FREIGHT_COLLECTION: cid}},
-        "spec": {**foreign, "args": [{"name": "verdict", "value": "pass"}]},
-    })
+    cluster.apply(objects.analysis_run(
+        f"prod.01jdq7kx9v7t3n6r8p2m4c5b0a.{cid[:7]}",
+        labels={LABEL_STAGE: "prod", LABEL_FREIGHT_COLLECTION: cid},
+        spec={**foreign, "args": [{"name": "verdict", "value": "pass"}]}))
     cluster.promote("prod", "f1")
     wait_for("a VerifierConflict event", lambda: cluster.events("VerifierConflict"))
     time.sleep(3)

@@ -50,9 +50,7 @@ OPERATOR_METRIC = f"""- name: argoproj-labs/sample-prometheus
 
 
 def rm(plugins: Any = SPEC, **meta: Any) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts", "namespace": "ns", **meta},
-            "spec": {"plugins": plugins}}
+    return objects.rollout_manager("rollouts", namespace="ns", spec={"plugins": plugins}, **meta)
 
 
 def cm(**data: str) -> dict[str, Any]:

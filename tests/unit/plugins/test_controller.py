@@ -34,14 +34,14 @@ from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.types import Key
 from reconciler.runtime.watches import keys_for
 from schemas.kinds import API_VERSION_ARGO
+from testkit import objects
 from testkit.fakeapi import Events, FakeApi, Interceptors, context, never
 
 
 def rm(name: str, created: str, *, deleting: bool = False, ns: str = "ns") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": ns, "creationTimestamp": created}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:09Z"
-    return {"metadata": meta, "spec": {}}
+    deleted: dict[str, Any] = {"deletionTimestamp": "2026-01-01T00:00:09Z"} if deleting else {}
+    return objects.k8s_object("RolloutManager", name=name, namespace=ns,
+                              creationTimestamp=created, **deleted)
 
 
 def cm(data: dict[str, str], *, owned: tuple[str, ...] = (), ns: str = "ns") -> dict[str, Any]:

@@ -26,6 +26,7 @@ from reconciler.plugins.digests import (
     preflight,
     problems,
 )
+from testkit import objects
 from testkit.plugin_server import PluginServer, elf_stand_in, sha256
 
 BINARY = elf_stand_in("rollgate test plugin", copies=1000)
@@ -392,8 +393,7 @@ def test_concurrent_checks_of_one_pair_share_one_download() -> None:
 
 
 def rm(plugins: dict[str, object]) -> dict[str, object]:
-    return {"kind": "RolloutManager", "metadata": {"name": "r", "namespace": "ns"},
-            "spec": {"plugins": plugins}}
+    return objects.rollout_manager("r", namespace="ns", plugins=plugins)
 
 
 def test_only_remote_entries_with_a_digest_are_checked() -> None:

@@ -23,6 +23,7 @@ from reconciler.runtime.status import Conflict
 from reconciler.runtime.types import Key, Requeue
 from reconciler.runtime.watches import keys_for
 from schemas.kinds import API_VERSION_ARGO
+from testkit import objects
 from testkit.fakeapi import Events, FakeApi, Interceptors, context, never
 
 GOOD = "a1" * 32
@@ -71,12 +72,8 @@ class World:
     def rm(self, plugins: dict[str, Any], *, name: str = "rollouts", uid: str = "u-1",
            generation: int = 1, created: str = "2026-01-01T00:00:01Z",
            conditions: list[dict[str, Any]] | None = None) -> None:
-        obj: dict[str, Any] = {
-            "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": generation,
-                         "creationTimestamp": created},
-            "spec": {"plugins": plugins},
-        }
+        obj = objects.rollout_manager(name, namespace=NS, uid=uid, generation=generation,
+                                      creationTimestamp=created, spec={"plugins": plugins})
         if conditions is not None:
             obj["status"] = {"conditions": conditions}
         self.api.put(ROLLOUT_MANAGER, obj)

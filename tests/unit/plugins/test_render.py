@@ -24,22 +24,15 @@ from reconciler.plugins.render import (
     checksum,
     render_plugin_config,
 )
-from schemas.kinds import API_VERSION_ARGO
+from testkit import objects
 
 SHA = "a" * 64
 ARGO_FIELDS = {"name", "location", "sha256"}
 
 
 def rm(plugins: Any = None, *, name: str = "rm", with_plugins: bool = True) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": API_VERSION_ARGO,
-        "kind": "RolloutManager",
-        "metadata": {"name": name, "namespace": "argo-rollouts"},
-        "spec": {},
-    }
-    if with_plugins:
-        obj["spec"]["plugins"] = plugins
-    return obj
+    return objects.k8s_object("RolloutManager", name=name, namespace="argo-rollouts",
+                              spec={"plugins": plugins} if with_plugins else {})
 
 
 def gateway(**extra: Any) -> dict[str, Any]:

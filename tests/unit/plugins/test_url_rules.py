@@ -16,18 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import schemas
-from schemas.kinds import API_VERSION_ARGO
 from schemas.plugins import MAX_LOCATION
+from testkit import objects
 
 SHA = "ab" * 32
 
 
 def rm(location: str, **entry: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-        "metadata": {"name": "r", "namespace": "ns"},
-        "spec": {"plugins": {"metric": [{"name": "a/x", "location": location, **entry}]}},
-    }
+    return objects.rollout_manager("r", namespace="ns",
+                                   metric=[{"name": "a/x", "location": location, **entry}])
 
 
 def located(findings: list[schemas.Finding], field: str) -> list[schemas.Finding]:

@@ -3,6 +3,10 @@
 The manager runs over the fake API at the HTTP level (``FakeApi.rest()``); discovery is
 a set of served resources the test changes, as creating a CRD does on a real server
 (the e2e counterpart, on a real kube-apiserver: tests/e2e/plugins/test_missing_crds.py).
+
+The expected paths, selectors and messages are spelled out, not built from
+schemas.kinds: they state what the API server and users see, apart from the code under
+test.
 """
 
 from __future__ import annotations

@@ -17,11 +17,10 @@ from reconciler.runtime.events import Recorder
 from reconciler.runtime.health import Metrics
 from reconciler.runtime.manager import ControllerRunner
 from reconciler.runtime.types import Context, Controller, Key, Watch
-from schemas.kinds import API_VERSION_KARGO
+from testkit import objects
 from testkit.fakeapi import FakeApi, api_error, context
 
-STAGE_OBJ = {"apiVersion": API_VERSION_KARGO, "kind": "Stage",
-             "metadata": {"name": "test", "namespace": "gone", "uid": "u1"}}
+STAGE_OBJ = objects.stage("test", namespace="gone", uid="u1")
 TERMINATING = ("events \"test.1\" is forbidden: unable to create new content in namespace "
                "gone because it is being terminated")
 
@@ -101,7 +100,7 @@ class Writer(Controller):
     watches: tuple[Watch, ...] = ()
 
     def reconcile(self, key: Key, ctx: Context) -> None:
-        ctx.client.create(STAGE, key.namespace, {"metadata": {"name": key.name}})
+        ctx.client.create(STAGE, key.namespace, objects.stage(key.name))
 
 
 def reconcile_once(api: FakeApi, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -5,6 +5,10 @@ The informer talks to a real ``kubekit.rest.Rest`` whose requests are answered b
 fake API (``FakeApi.rest()``) at the HTTP level, so the test sees what the API server
 would receive for both the list and the watch (``FakeApi.wire``), and the fake answers
 them as the server would: only the selected objects.
+
+The expected paths, selectors and messages are spelled out, not built from
+schemas.kinds: they state what the API server and users see, apart from the code under
+test.
 """
 
 from __future__ import annotations

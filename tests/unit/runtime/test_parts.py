@@ -1,6 +1,10 @@
 """Runtime pieces that need no API server: informer bookkeeping (against the fake API,
 support/testkit/fakeapi/, whose watch hook plays what happens between requests), the
-worker's retry rules, leases, flags, probes."""
+worker's retry rules, leases, flags, probes.
+
+The expected paths, selectors and messages are spelled out, not built from
+schemas.kinds: they state what the API server and users see, apart from the code under
+test."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from reconciler.runtime.manager import ControllerRunner, Manager
 from reconciler.runtime.options import RuntimeOptions
 from reconciler.runtime.types import Controller, Key, Requeue, Watch
 from reconciler.runtime.watches import enqueue_self
+from testkit import objects
 from testkit.fakeapi import FakeApi, api_error, context
 
 
@@ -169,7 +174,7 @@ def test_cluster_scoped_store_ignores_namespace():
 
 
 def _stage(ns: str, name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": ns, "name": name, "resourceVersion": rv}}
+    return objects.stage(name, namespace=ns, resourceVersion=rv)
 
 
 def test_store_lists_one_namespace_and_all():

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from schemas.kinds import API_VERSION_KARGO
+from testkit import objects
 
 VALID = """\
 apiVersion: kargo.akuity.io/v1alpha1
@@ -201,13 +202,10 @@ def test_a_directory_means_its_manifest_files_in_name_order(tmp_path: Path) -> N
     (manifests / "nested").mkdir(parents=True)
     (manifests / "b.yml").write_text(INVALID)
     (manifests / "a.yaml").write_text(VALID)
-    (manifests / "c.json").write_text(json.dumps({
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-        "metadata": {"name": "from-json"},
-        "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"},
-                                       "sources": {"direct": True}}],
-                 "verification": {"analysisTemplates": [{"name": "x", "kind": "Job"}]}},
-    }, indent="\t"))  # tab-indented JSON is not YAML to PyYAML, but kubectl reads it
+    (manifests / "c.json").write_text(json.dumps(objects.stage(
+        "from-json", warehouse="w",
+        verification={"analysisTemplates": [{"name": "x", "kind": "Job"}]}),
+        indent="\t"))  # tab-indented JSON is not YAML to PyYAML, but kubectl reads it
     (manifests / "README.md").write_text("kind: Stage\nspec: {verification: 1}\n")
     (manifests / "nested" / "deep.yaml").write_text(INVALID.replace("uat", "deep"))
 

@@ -117,7 +117,8 @@ def _served_crd(name: str) -> dict[str, Any]:
     """A bundled CRD as ``kubectl get crd -o yaml`` shows it (status and metadata added)."""
     crd: dict[str, Any] = yaml.safe_load(bundled_text(name))
     crd["metadata"].update({"uid": "1", "resourceVersion": "7", "generation": 1})
-    crd["status"] = {"acceptedNames": crd["spec"]["names"], "storedVersions": ["v1alpha1"]}
+    crd["status"] = {"acceptedNames": crd["spec"]["names"],
+                     "storedVersions": [v["name"] for v in crd["spec"]["versions"]]}
     return crd
 
 

@@ -10,45 +10,21 @@ import pytest
 
 import schemas
 from schemas.pointer import apply_patch
+from testkit import objects
 
-STAGE_ANALYSIS = {
-    "kind": "Stage",
-    "spec": {
-        "analysis": {
-            "templates": [
-                {"templateName": "a"},
-                {"templateName": "b", "clusterScope": True},
-                {"templateName": "c", "clusterScope": None},
-            ]
-        }
-    },
-}
-STAGE_VERIFICATION = {
-    "kind": "Stage",
-    "spec": {
-        "verification": {
-            "analysisTemplates": [
-                {"name": "a"},
-                {"name": "b", "kind": "ClusterAnalysisTemplate"},
-            ]
-        }
-    },
-}
-ROLLOUT_MANAGER = {
-    "kind": "RolloutManager",
-    "spec": {
-        "plugins": {
-            "trafficManagement": [
-                {"name": "a/x", "location": "file:///x", "sha256": "  ABCDEF" + "0" * 58 + "\n"}
-            ],
-            "metric": [
-                {"name": "a/y", "location": "file:///y", "sha256": "   "},
-                {"name": "a/z", "location": "file:///z", "sha256": "0" * 64},
-                {"name": "a/w", "location": "file:///w"},
-            ],
-        }
-    },
-}
+STAGE_ANALYSIS = objects.stage(freight=False, spec={"analysis": {"templates": [
+    {"templateName": "a"},
+    {"templateName": "b", "clusterScope": True},
+    {"templateName": "c", "clusterScope": None},
+]}})
+STAGE_VERIFICATION = objects.stage(freight=False, verification=objects.verification("a", ("b",)))
+ROLLOUT_MANAGER = objects.rollout_manager(
+    traffic=[{"name": "a/x", "location": "file:///x", "sha256": "  ABCDEF" + "0" * 58 + "\n"}],
+    metric=[
+        {"name": "a/y", "location": "file:///y", "sha256": "   "},
+        {"name": "a/z", "location": "file:///z", "sha256": "0" * 64},
+        {"name": "a/w", "location": "file:///w"},
+    ])
 
 
 @pytest.mark.parametrize("stage", [STAGE_ANALYSIS, STAGE_VERIFICATION],
@@ -89,6 +65,8 @@ def test_input_is_not_modified() -> None:
 @pytest.mark.parametrize(
     "obj",
     [
+        # Written by hand, not with testkit.objects: malformed on purpose, a bare kind
+        # and a broken field, what defaulting must survive.
         None,
         [],
         "Stage",
@@ -187,10 +165,10 @@ def test_each_normalised_digest_gets_one_warning_naming_the_stored_value():
     there (docs/comparison.md "GitOps: re-applying a manifest"); one per changed value, none for a
     digest already lowercase hex."""
     digest = "ab" * 32
-    rm = {"kind": "RolloutManager", "spec": {"plugins": {
+    rm = objects.rollout_manager(plugins={
         "metric": [{"name": "a", "location": "https://x/a", "sha256": f" {digest.upper()} "},
                    {"name": "b", "location": "https://x/b", "sha256": digest}],
-        "trafficManagement": [{"name": "c", "location": "https://x/c", "sha256": "  "}]}}}
+        "trafficManagement": [{"name": "c", "location": "https://x/c", "sha256": "  "}]})
 
     assert schemas.default_warnings(rm) == [
         "spec.plugins.trafficManagement[0].sha256: blank, so it is removed; leave it out of "
@@ -206,6 +184,7 @@ def test_each_normalised_digest_gets_one_warning_naming_the_stored_value():
     assert schemas.default_warnings(patched) == []
 
 
+# Malformed on purpose (a bare kind), so written by hand rather than with testkit.objects.
 @pytest.mark.parametrize("obj", [None, "x", {"kind": "Stage"}, {"kind": "RolloutManager"},
                                  {"kind": "RolloutManager", "spec": {"plugins": {"metric": 3}}}])
 def test_no_warning_for_anything_else(obj: Any):

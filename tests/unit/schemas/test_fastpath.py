@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 import schemas
 from schemas.compiled import PLUGINS_VALIDATOR, STAGE_VALIDATOR, SchemaValidator
 from schemas.findings import sort_findings
-from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
 from schemas.translate import schema_findings
+from testkit import objects
 
 # ------------------------------------------------------------------------- values
 
@@ -130,7 +130,7 @@ def k8s_object(kind: str, stanzas: dict[str, Any]) -> st.SearchStrategy[Any]:
     """A whole object as the webhook gets it: the stanzas among fields the schemas
     leave alone (Kargo's requestedFreight, metadata, status)."""
     return record({
-        "apiVersion": st.just("v1alpha1"), "kind": st.just(kind),
+        "apiVersion": st.just(objects.API_VERSIONS[kind]), "kind": st.just(kind),
         "metadata": record({"name": DNS_NAMES}, {"labels": STRING_MAPS}),
         "spec": record(stanzas, {"requestedFreight": OTHER}),
     }, {"status": OTHER})
@@ -292,37 +292,28 @@ def test_generated_objects_are_both_valid_and_invalid(strategy: Any, validator: 
 # Valid objects whose every single-fault neighbour is checked below: both spellings,
 # every optional field, names at the 253-character limit.
 VALID_OBJECTS: list[tuple[str, SchemaValidator, dict[str, Any]]] = [
-    ("stage-verification", STAGE_VALIDATOR, {
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-        "metadata": {"name": "prod", "namespace": "shop"},
-        "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"}}],
-                 "verification": {
-                     "analysisTemplates": [{"name": "a" * 253},
-                                           {"name": "a.b-c", "kind": "ClusterAnalysisTemplate"},
-                                           {"name": "x", "kind": None}],
-                     "args": [{"name": "svc{}", "value": ""}, {"name": "é", "value": "日本"}],
-                     "analysisRunMetadata": {"labels": {"team": "web"},
-                                             "annotations": {"a/b": "x y"}},
-                 }},
-    }),
-    ("stage-analysis", STAGE_VALIDATOR, {
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": "p"},
-        "spec": {"analysis": {
-            "templates": [{"templateName": "a.b", "clusterScope": True},
-                          {"templateName": "c", "clusterScope": None}],
-            "args": [{"name": "a", "value": "1"}, {"name": "b", "value": None},
-                     {"name": "c", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k.-_K"}}}],
-            "analysisRunMetadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
-        }},
-    }),
-    ("rolloutmanager", PLUGINS_VALIDATOR, {
-        "apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-        "metadata": {"name": "rm"},
-        "spec": {"plugins": {
-            "trafficManagement": [{"name": "a/b", "location": "https://x/y", "sha256": None}],
-            "metric": [{"name": "c/d", "location": "file:///p", "sha256": "ab" * 32}],
-        }},
-    }),
+    ("stage-verification", STAGE_VALIDATOR, objects.stage(
+        "prod", namespace="shop", freight=False, spec={
+            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "w"}}],
+            "verification": {
+                "analysisTemplates": [{"name": "a" * 253},
+                                      {"name": "a.b-c", "kind": "ClusterAnalysisTemplate"},
+                                      {"name": "x", "kind": None}],
+                "args": [{"name": "svc{}", "value": ""}, {"name": "é", "value": "日本"}],
+                "analysisRunMetadata": {"labels": {"team": "web"},
+                                        "annotations": {"a/b": "x y"}},
+            }})),
+    ("stage-analysis", STAGE_VALIDATOR, objects.stage("p", freight=False, spec={"analysis": {
+        "templates": [{"templateName": "a.b", "clusterScope": True},
+                      {"templateName": "c", "clusterScope": None}],
+        "args": [{"name": "a", "value": "1"}, {"name": "b", "value": None},
+                 {"name": "c", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k.-_K"}}}],
+        "analysisRunMetadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
+    }})),
+    ("rolloutmanager", PLUGINS_VALIDATOR, objects.rollout_manager("rm", plugins={
+        "trafficManagement": [{"name": "a/b", "location": "https://x/y", "sha256": None}],
+        "metric": [{"name": "c/d", "location": "file:///p", "sha256": "ab" * 32}],
+    })),
 ]
 REPLACEMENTS: list[Any] = [
     None, True, False, 0, -1, 2**64, 10**100, 1.5, float("nan"), float("inf"), "", "a",
@@ -455,16 +446,12 @@ class CountingValidator:
         return bool(self.real.is_valid(instance))
 
 
-VALID_STAGE = {
-    "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-    "metadata": {"name": "prod", "namespace": "shop"},
-    "spec": {"verification": {
-        "analysisTemplates": [{"name": "success-rate"},
-                              {"name": "latency", "kind": "ClusterAnalysisTemplate"}],
-        "args": [{"name": "service", "value": "shop"}],
-        "analysisRunMetadata": {"labels": {"team": "web"}},
-    }},
-}
+VALID_STAGE = objects.stage("prod", namespace="shop", freight=False, verification={
+    "analysisTemplates": [{"name": "success-rate"},
+                          {"name": "latency", "kind": "ClusterAnalysisTemplate"}],
+    "args": [{"name": "service", "value": "shop"}],
+    "analysisRunMetadata": {"labels": {"team": "web"}},
+})
 
 
 def test_json_never_reaches_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:

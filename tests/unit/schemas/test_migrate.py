@@ -15,7 +15,7 @@ import yaml
 
 import schemas
 from schemas.cli.migrate import convert, legacy_findings
-from schemas.kinds import API_VERSION_KARGO
+from testkit import objects
 from testkit.paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "migrate" / "stage-analysis.yaml"
@@ -140,11 +140,10 @@ def test_lists_flow_style_json_and_null(tmp_path: Path) -> None:
         "  metadata: {name: c}\n"
         "  data: {analysis: x}\n"
     )
-    (tmp_path / "stage.json").write_text(json.dumps({
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage", "metadata": {"name": "j"},
-        "spec": {"analysis": {"templates": [{"templateName": "t"}],
-                              "args": [{"name": "msg", "value": "café\nbar"}]}},
-    }, indent=2, ensure_ascii=False))
+    (tmp_path / "stage.json").write_text(json.dumps(objects.stage("j", freight=False, spec={
+        "analysis": {"templates": [{"templateName": "t"}],
+                     "args": [{"name": "msg", "value": "café\nbar"}]}}),
+        indent=2, ensure_ascii=False))
     result = run("--write", "list.yaml", "stage.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
@@ -225,8 +224,7 @@ def test_convert_maps_each_field() -> None:
 
 
 def test_legacy_finding_only_for_stages_with_the_old_stanza() -> None:
-    stage = {"apiVersion": API_VERSION_KARGO, "kind": "Stage",
-             "spec": {"analysis": {"templates": [{"templateName": "a"}]}}}
+    stage = objects.stage(freight=False, spec={"analysis": {"templates": [{"templateName": "a"}]}})
     [finding] = legacy_findings(stage, file="my stage.yaml")
     assert (finding.field, finding.warning) == ("spec.analysis", False)
     assert "rollgate migrate 'my stage.yaml'" in finding.message

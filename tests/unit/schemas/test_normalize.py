@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import schemas
 from schemas.normalize import PluginsSpec
+from testkit import objects
 
 ARGS = [{"name": "service", "value": "svc"}, {"name": "empty", "value": ""}]
 METADATA = {"labels": {"team": "a"}, "annotations": {"example.com/x": "y"}}
@@ -11,34 +12,24 @@ EXPECTED_ARGS = ARGS
 
 
 def test_both_spellings_normalize_to_the_same_shape() -> None:
-    analysis = {
-        "kind": "Stage",
-        "spec": {
-            "analysis": {
-                "templates": [
-                    {"templateName": "a"},  # no clusterScope: namespaced
-                    {"templateName": "b", "clusterScope": True},
-                    {"templateName": "c", "clusterScope": False},
-                ],
-                "args": ARGS,
-                "analysisRunMetadata": METADATA,
-            }
-        },
-    }
-    verification = {
-        "kind": "Stage",
-        "spec": {
-            "verification": {
-                "analysisTemplates": [
-                    {"name": "a"},  # no kind: an AnalysisTemplate, as in Kargo
-                    {"name": "b", "kind": "ClusterAnalysisTemplate"},
-                    {"name": "c", "kind": "AnalysisTemplate"},
-                ],
-                "args": ARGS,
-                "analysisRunMetadata": METADATA,
-            }
-        },
-    }
+    analysis = objects.stage(freight=False, spec={"analysis": {
+        "templates": [
+            {"templateName": "a"},  # no clusterScope: namespaced
+            {"templateName": "b", "clusterScope": True},
+            {"templateName": "c", "clusterScope": False},
+        ],
+        "args": ARGS,
+        "analysisRunMetadata": METADATA,
+    }})
+    verification = objects.stage(freight=False, verification={
+        "analysisTemplates": [
+            {"name": "a"},  # no kind: an AnalysisTemplate, as in Kargo
+            {"name": "b", "kind": "ClusterAnalysisTemplate"},
+            {"name": "c", "kind": "AnalysisTemplate"},
+        ],
+        "args": ARGS,
+        "analysisRunMetadata": METADATA,
+    })
     one = schemas.normalize_analysis(analysis)
     two = schemas.normalize_analysis(verification)
     assert one is not None and two is not None
@@ -72,8 +63,9 @@ def test_analysis_value_from_is_kept() -> None:
 
 
 def test_no_stanza_is_none() -> None:
-    assert schemas.normalize_analysis({"kind": "Stage", "spec": {}}) is None
-    assert schemas.normalize_analysis({"kind": "Stage", "spec": {"analysis": None}}) is None
+    assert schemas.normalize_analysis(objects.stage(freight=False)) is None
+    assert schemas.normalize_analysis(objects.stage(freight=False, spec={"analysis": None})) is None
+    # A bare kind, no spec: malformed on purpose, so not built with testkit.objects.
     assert schemas.normalize_analysis({"kind": "Stage"}) is None
 
 
@@ -99,20 +91,12 @@ def test_normalized_metadata_is_a_copy() -> None:
 
 
 def test_normalize_plugins() -> None:
-    rm = {
-        "kind": "RolloutManager",
-        "spec": {
-            "plugins": {
-                "trafficManagement": [
-                    {"name": "a/x", "location": "https://e.com/x", "sha256": " AB" + "0" * 62}
-                ],
-                "metric": [
-                    {"name": "a/y", "location": "file:///y", "sha256": "  "},
-                    {"name": "a/z", "location": "file:///z", "sha256": None},
-                ],
-            }
-        },
-    }
+    rm = objects.rollout_manager(
+        traffic=[{"name": "a/x", "location": "https://e.com/x", "sha256": " AB" + "0" * 62}],
+        metric=[
+            {"name": "a/y", "location": "file:///y", "sha256": "  "},
+            {"name": "a/z", "location": "file:///z", "sha256": None},
+        ])
     assert schemas.normalize_plugins(rm) == {
         "trafficManagement": [
             {"name": "a/x", "location": "https://e.com/x", "sha256": "ab" + "0" * 62}

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schemas
+from testkit import objects
 
 json_values = st.recursive(
     st.none()
@@ -77,22 +78,17 @@ def _every_entry_point(obj: Any, old: Any) -> None:
 @given(stanza=json_values, other=json_values, old=json_values)
 def test_random_json_in_the_stage_stanza_never_raises(stanza: Any, other: Any, old: Any) -> None:
     for spelling in ("analysis", "verification"):
-        stage = {
-            "kind": "Stage",
-            "metadata": {"name": "s", "namespace": "demo"},
-            "spec": {spelling: stanza, "analysis" if spelling == "verification" else "x": other},
-        }
+        stage = objects.stage("s", namespace="demo", freight=False, spec={
+            spelling: stanza, "analysis" if spelling == "verification" else "x": other})
+        # The old object is a bare kind and random JSON: by hand, not testkit.objects.
         _every_entry_point(stage, {"kind": "Stage", "spec": {spelling: old}})
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(plugins=json_values, spec=json_values)
 def test_random_json_in_the_plugins_block_never_raises(plugins: Any, spec: Any) -> None:
-    rm = {
-        "kind": "RolloutManager",
-        "metadata": {"name": "r", "namespace": "n"},
-        "spec": {"plugins": plugins},
-    }
+    rm = objects.rollout_manager("r", namespace="n", spec={"plugins": plugins})
+    # A bare kind with a random spec: by hand, not testkit.objects.
     _every_entry_point(rm, {"kind": "RolloutManager", "spec": spec})
     _every_entry_point({"kind": "RolloutManager", "spec": spec}, rm)
 
@@ -110,16 +106,10 @@ def test_random_json_as_the_whole_object_never_raises(obj: Any) -> None:
 @given(template=json_values, args=json_values)
 def test_random_templates_from_the_lookup_never_raise(template: Any, args: Any) -> None:
     # A valid stanza reaches the cross-object walk, which then meets arbitrary JSON.
-    stage = {
-        "kind": "Stage",
-        "metadata": {"name": "s", "namespace": "demo"},
-        "spec": {
-            "analysis": {
-                "templates": [{"templateName": "a"}, {"templateName": "b", "clusterScope": True}],
-                "args": [{"name": "x", "value": "1"}],
-            }
-        },
-    }
+    stage = objects.stage("s", namespace="demo", freight=False, spec={"analysis": {
+        "templates": [{"templateName": "a"}, {"templateName": "b", "clusterScope": True}],
+        "args": [{"name": "x", "value": "1"}],
+    }})
     answers = {"a": template, "b": {"spec": {"templates": template, "args": args}}}
 
     def lookup(kind: str, namespace: str, name: str) -> Any:
@@ -157,8 +147,7 @@ def test_migrate_never_raises_and_what_it_writes_validates(stanza: Any, flow: bo
     from schemas.cli.manifests import Source, Unreadable, parse
     from schemas.cli.migrate import migrate_source
 
-    stage = {"kind": "Stage", "metadata": {"name": "s"},
-             "spec": {"requestedFreight": [], "analysis": stanza}}
+    stage = objects.stage("s", freight=False, spec={"requestedFreight": [], "analysis": stanza})
     text = yaml.safe_dump(stage, default_flow_style=flow, allow_unicode=True)
     try:
         documents = parse(text)

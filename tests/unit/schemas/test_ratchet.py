@@ -7,14 +7,11 @@ from typing import Any
 
 import schemas
 from schemas.ratchet import RATCHET_NOTE
+from testkit import objects
 
 
 def rm(*entries: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "RolloutManager",
-        "metadata": {"name": "rm", "namespace": "argo-rollouts"},
-        "spec": {"plugins": {"metric": list(entries)}},
-    }
+    return objects.rollout_manager("rm", namespace="argo-rollouts", metric=list(entries))
 
 
 def ratcheted(obj: dict[str, Any], old: dict[str, Any] | None) -> list[schemas.Finding]:
@@ -67,13 +64,10 @@ def test_duplicate_compares_the_whole_list() -> None:
 
 
 def test_both_spellings_compare_both_stanzas() -> None:
-    old: dict[str, Any] = {
-        "kind": "Stage",
-        "spec": {
-            "analysis": {"templates": [{"templateName": "a"}]},
-            "verification": {"analysisTemplates": [{"name": "a"}]},
-        },
-    }
+    old = objects.stage(freight=False, spec={
+        "analysis": {"templates": [{"templateName": "a"}]},
+        "verification": {"analysisTemplates": [{"name": "a"}]},
+    })
     assert schemas.errors(ratcheted(copy.deepcopy(old), old)) == []
     new = copy.deepcopy(old)
     new["spec"]["analysis"]["templates"].append({"templateName": "b"})
@@ -104,15 +98,10 @@ def test_warnings_stay_warnings_and_order_is_kept() -> None:
 
 
 def test_ratchet_with_label_key_paths() -> None:
-    old: dict[str, Any] = {
-        "kind": "Stage",
-        "spec": {
-            "analysis": {
-                "templates": [{"templateName": "a"}],
-                "analysisRunMetadata": {"labels": {"rollgate.dev/attempt": "1"}},
-            }
-        },
-    }
+    old = objects.stage(freight=False, spec={"analysis": {
+        "templates": [{"templateName": "a"}],
+        "analysisRunMetadata": {"labels": {"rollgate.dev/attempt": "1"}},
+    }})
     assert schemas.errors(ratcheted(copy.deepcopy(old), old)) == []
     new = copy.deepcopy(old)
     new["spec"]["analysis"]["analysisRunMetadata"]["labels"]["rollgate.dev/attempt"] = "2"
@@ -120,12 +109,9 @@ def test_ratchet_with_label_key_paths() -> None:
 
 
 def _stage_arg(value: object) -> dict[str, Any]:
-    return {
-        "kind": "Stage",
-        "metadata": {"name": "s", "namespace": "ns"},
-        "spec": {"analysis": {"templates": [{"templateName": "t"}],
-                              "args": [{"name": "port", "value": value}]}},
-    }
+    return objects.stage("s", namespace="ns", freight=False, spec={
+        "analysis": {"templates": [{"templateName": "t"}],
+                     "args": [{"name": "port", "value": value}]}})
 
 
 def test_a_change_of_json_type_is_a_change() -> None:
@@ -144,11 +130,8 @@ def test_key_order_is_not_a_change() -> None:
 
 
 def _duplicate_refs(first: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "Stage",
-        "metadata": {"name": "s", "namespace": "ns"},
-        "spec": {"verification": {"analysisTemplates": [first, {"name": "a"}]}},
-    }
+    return objects.stage("s", namespace="ns", freight=False,
+                         verification={"analysisTemplates": [first, {"name": "a"}]})
 
 
 def test_kind_written_by_an_earlier_release_is_not_a_change() -> None:
@@ -171,8 +154,8 @@ def test_kind_written_by_an_earlier_release_is_not_a_change() -> None:
 
 def test_cluster_scope_false_is_not_a_change_but_zero_is() -> None:
     def stage(first: dict[str, Any]) -> dict[str, Any]:
-        return {"kind": "Stage", "spec": {"analysis": {
-            "templates": [first, {"templateName": "a"}]}}}
+        return objects.stage(freight=False, spec={"analysis": {
+            "templates": [first, {"templateName": "a"}]}})
 
     stored = stage({"templateName": "a", "clusterScope": False})
     assert schemas.errors(ratcheted(stage({"templateName": "a"}), stored)) == []

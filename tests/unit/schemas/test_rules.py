@@ -170,13 +170,10 @@ def test_label_key_path_uses_kubernetes_brackets() -> None:
 
 
 def test_every_error_at_once() -> None:
-    obj = {
-        "kind": "Stage",
-        "spec": {
-            "analysis": {"templates": [], "args": [{"name": "a"}]},
-            "verification": {"analysisTemplates": [{"name": "Bad"}]},
-        },
-    }
+    obj = objects.stage(freight=False, spec={
+        "analysis": {"templates": [], "args": [{"name": "a"}]},
+        "verification": {"analysisTemplates": [{"name": "Bad"}]},
+    })
     assert sorted(error_map(obj)) == [
         "spec.analysis.args[0]",
         "spec.analysis.templates",

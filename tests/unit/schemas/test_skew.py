@@ -14,7 +14,6 @@ import yaml
 from reconciler.plugins.render import render_plugin_config
 from reconciler.verification.analysis_run import check_stanza
 from schemas import check_rollout_manager, check_stage, errors, warnings
-from schemas.kinds import API_VERSION_ARGO
 from testkit import objects
 from testkit.paths import REPO_ROOT
 from testkit.skew import (
@@ -36,11 +35,9 @@ def stage_with_new_field() -> dict[str, Any]:
 
 
 def rm_with_new_field() -> dict[str, Any]:
-    return {"apiVersion": API_VERSION_ARGO, "kind": "RolloutManager",
-            "metadata": {"name": "rollouts", "namespace": "ns"},
-            "spec": {"plugins": {"metric": [{
-                "name": "argoproj-labs/sample", "location": "https://plugins.example/m",
-                "sha256": DIGEST, PLUGIN_FIELD: PLUGIN_VALUE}]}}}
+    return objects.rollout_manager("rollouts", namespace="ns", metric=[{
+        "name": "argoproj-labs/sample", "location": "https://plugins.example/m",
+        "sha256": DIGEST, PLUGIN_FIELD: PLUGIN_VALUE}])
 
 
 def test_a_served_stage_with_a_new_field_is_allowed_with_a_warning_naming_kargo() -> None:

@@ -1,6 +1,9 @@
 """The fake API (support/testkit/fakeapi/) keeps the API server's semantics the tests
 depend on; each case states what kube-apiserver does, so a test passing against the fake
-means something."""
+means something.
+
+Its objects are bare (a name, no apiVersion or kind), not testkit.objects': the fake
+fills in what the API server fills in, and these tests check that it does."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from reconciler.runtime.types import Key
 from reconciler.verification import plan as planner
 from reconciler.verification.engine import StageVerificationController
 from reconciler.verification.naming import freight_collection_id, run_name
-from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
+from testkit import objects
 from testkit.fakeapi import FakeApi, api_error, context
 
 NS = "shop"
@@ -33,18 +33,14 @@ RUN1 = run_name("prod", CID, 1)
 
 def make_api() -> FakeApi:
     api = FakeApi()
-    api.put(ANALYSIS_TEMPLATE, {
-        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisTemplate",
-        "metadata": {"name": "t", "namespace": NS},
-        "spec": {"metrics": [{"name": "m", "provider": {"web": {"url": "http://x"}}}]}})
-    api.put(FREIGHT, {"apiVersion": API_VERSION_KARGO, "kind": "Freight",
-                      "metadata": {"name": "f1", "namespace": NS}})
-    api.put(STAGE, {
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": 1},
-        "spec": {"requestedFreight": [], "verification": {"analysisTemplates": [{"name": "t"}]}},
-        "status": {"freightHistory": [{"id": CID, "items": {"Warehouse/w": {"name": "f1"}}}],
-                   "health": {"status": "Healthy"}}})
+    api.put(ANALYSIS_TEMPLATE, objects.analysis_template("t", namespace=NS, metrics=[
+        {"name": "m", "provider": {"web": {"url": "http://x"}}}]))
+    api.put(FREIGHT, objects.freight("f1", namespace=NS, warehouse="w"))
+    api.put(STAGE, objects.stage(
+        "prod", namespace=NS, uid="u", generation=1, freight=False,
+        spec={"requestedFreight": []}, verification=objects.verification("t"),
+        status={"freightHistory": [{"id": CID, "items": {"Warehouse/w": {"name": "f1"}}}],
+                "health": {"status": "Healthy"}}))
     return api
 
 
@@ -129,8 +125,7 @@ def test_create_already_exists_for_a_run_the_cache_has_not_seen_adopts_it() -> N
 
 def test_a_foreign_object_holding_the_name_is_an_error_entry() -> None:
     api = make_api()
-    api.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
-                           "spec": {}})
+    api.put(ANALYSIS_RUN, objects.analysis_run(RUN1, namespace=NS, labels={}))
     reconcile(api)
     entry = history(api)[0]
     assert entry["phase"] == "Error" and "not created by rollgate" in entry["message"]
@@ -221,8 +216,7 @@ def test_a_run_of_older_freight_that_succeeded_marks_that_freight_through_the_en
     api = make_api()
     reconcile(api)  # RUN1 created for f1, recorded Pending
     finish_run(api, "Successful")
-    api.put(FREIGHT, {"apiVersion": API_VERSION_KARGO, "kind": "Freight",
-                      "metadata": {"name": "f2", "namespace": NS}})
+    api.put(FREIGHT, objects.freight("f2", namespace=NS, warehouse="w"))
     stage = api.get(STAGE, NS, "prod")
     assert stage is not None
     cid2 = freight_collection_id(["f2"])
@@ -266,8 +260,7 @@ def test_a_pass_plans_once_from_plain_data_it_read_first(
 
     worlds.clear()
     foreign = make_api()
-    foreign.put(ANALYSIS_RUN, {"metadata": {"name": RUN1, "namespace": NS, "labels": {}},
-                               "spec": {}})
+    foreign.put(ANALYSIS_RUN, objects.analysis_run(RUN1, namespace=NS, labels={}))
     reconcile(foreign)
     assert [w.blocked for w in worlds] == [{}, {RUN1: worlds[1].blocked[RUN1]}]
     assert "not created by rollgate" in worlds[1].blocked[RUN1]

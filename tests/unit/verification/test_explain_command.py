@@ -12,6 +12,7 @@ from kubekit.client import load_api_client
 from kubekit.kinds import ANALYSIS_RUN, FREIGHT, STAGE
 from reconciler.explain_command import context_namespace, main, read
 from schemas.constants import LABEL_STAGE
+from testkit import objects
 from testkit.fakeapi import FakeApi
 
 
@@ -48,12 +49,12 @@ def test_an_unknown_context_is_one_line(tmp_path: Path, capsys) -> None:
 
 def test_it_reads_the_stage_its_runs_by_kargos_label_and_the_current_freight() -> None:
     api = FakeApi()
-    api.put(STAGE, {"metadata": {"name": "test", "namespace": "ns"}, "status": {
-        "freightHistory": [{"id": "c1", "items": {"Warehouse/w": {"name": "f1"}}}]}})
-    api.put(FREIGHT, {"metadata": {"name": "f1", "namespace": "ns"}})
+    api.put(STAGE, objects.stage("test", namespace="ns", freight=False, status={
+        "freightHistory": [{"id": "c1", "items": {"Warehouse/w": {"name": "f1"}}}]}))
+    api.put(FREIGHT, objects.freight("f1", namespace="ns", warehouse="w"))
     for name, stage in (("r1", "test"), ("r2", "other")):
-        api.put(ANALYSIS_RUN, {"metadata": {"name": name, "namespace": "ns", "labels": {
-            LABEL_STAGE: stage}}})
+        api.put(ANALYSIS_RUN, objects.analysis_run(name, namespace="ns",
+                                                   labels={LABEL_STAGE: stage}))
 
     stage, runs, freight = read(api.rest(), namespace="ns", name="test")
 

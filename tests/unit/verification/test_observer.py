@@ -19,7 +19,7 @@ from reconciler.verification.observer import VerificationObserver
 from reconciler.verification.options import VerificationOptions
 from reconciler.verification.payloads import ANNOTATION_REFRESH
 from schemas.constants import LABEL_FREIGHT_COLLECTION, LABEL_STAGE
-from schemas.kinds import API_VERSION_KARGO
+from testkit import objects
 from testkit.fakeapi import Events, FakeApi, Request, api_error, context
 
 NS = "shop"
@@ -36,23 +36,20 @@ def make_api(*, entry_phase: str = "Running", run_phase: str = "Successful",
              completed: float | None = 30, labels: dict[str, str] | None = None) -> FakeApi:
     """A Stage as Kargo verifies it: an entry with a UUID id naming Kargo's run."""
     api = FakeApi()
-    api.put(FREIGHT, {"metadata": {"name": "f1", "namespace": NS}})
-    api.put(STAGE, {
-        "apiVersion": API_VERSION_KARGO, "kind": "Stage",
-        "metadata": {"name": "prod", "namespace": NS, "uid": "u", "labels": labels or {}},
-        "status": {"freightHistory": [{
+    api.put(FREIGHT, objects.freight("f1", namespace=NS, warehouse="w"))
+    api.put(STAGE, objects.stage(
+        "prod", namespace=NS, uid="u", labels=labels or {}, freight=False,
+        status={"freightHistory": [{
             "id": CID, "items": {"Warehouse/w": {"name": "f1"}},
             "verificationHistory": [{
                 "id": "9b1c7e52-uuid", "phase": entry_phase, "startTime": stamp(60),
-                "analysisRun": {"name": RUN, "namespace": NS, "phase": "Running"}}]}]}})
+                "analysisRun": {"name": RUN, "namespace": NS, "phase": "Running"}}]}]}))
     status: dict[str, Any] = {"phase": run_phase}
     if completed is not None:
         status["completedAt"] = stamp(completed)
-    api.put(ANALYSIS_RUN, {
-        "metadata": {"name": RUN, "namespace": NS, "creationTimestamp": stamp(60),
-                     "labels": {LABEL_STAGE: "prod",
-                                LABEL_FREIGHT_COLLECTION: CID}},
-        "status": status})
+    api.put(ANALYSIS_RUN, objects.analysis_run(
+        RUN, namespace=NS, creationTimestamp=stamp(60), status=status,
+        labels={LABEL_STAGE: "prod", LABEL_FREIGHT_COLLECTION: CID}))
     return api
 
 

@@ -279,7 +279,7 @@ def test_build_error_is_a_final_error_entry_that_says_how_to_retry() -> None:
     st = applied(st, p)
     entry = current_history(st)[0]
     assert entry["phase"] == "Error" and "not found" in entry["message"]
-    assert "kargo.akuity.io/reverify" in entry["message"]
+    assert ANNOTATION_REVERIFY in entry["message"]
     assert (condition(st)["status"], condition(st)["reason"]) == ("False", "VerificationError")
     assert [e.reason for e in p.events] == ["VerificationError"]
     assert NOT_FOUND in entry["message"]

@@ -18,6 +18,7 @@ from reconciler.runtime.options import RuntimeOptions
 from reconciler.verification.observer import VerificationObserver
 from reconciler.verification.options import VerificationOptions
 from reconciler.verification.shards import LABEL_SHARD, Shard
+from testkit import objects
 from testkit.fakeapi import context
 from tests.unit.verification.test_observer import events_of, make_api, reconcile
 
@@ -26,7 +27,7 @@ NS = "shop"
 
 def stage(shard: str | None) -> dict[str, Any]:
     labels = {} if shard is None else {LABEL_SHARD: shard}
-    return {"metadata": {"name": "s", "namespace": NS, "labels": labels}}
+    return objects.stage("s", namespace=NS, labels=labels)
 
 
 def kargo_is_responsible(obj_shard: str, shard_name: str, is_default: bool) -> bool:

@@ -31,8 +31,8 @@ from reconciler.verification.options import VerificationOptions
 from reconciler.verification.packed import Packed
 from reconciler.verification.payloads import promotion_finished_at
 from reconciler.verification.shards import LABEL_SHARD
-from schemas.kinds import API_VERSION_ARGO, API_VERSION_KARGO
-from testkit import kargo_shapes
+from schemas.kinds import API_VERSION_KARGO
+from testkit import kargo_shapes, objects
 from testkit.fakeapi import Events, FakeApi, context
 
 NS = "shop"
@@ -196,16 +196,16 @@ MANAGED = [{"manager": "kargo", "operation": "Update", "apiVersion": API_VERSION
 
 def whole_stage(*, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     status = kargo_shapes.full_history_status("prod", NS)
-    return {"apiVersion": API_VERSION_KARGO, "kind": "Stage",
-            "metadata": {"name": "prod", "namespace": NS, "uid": "u", "generation": 1,
-                         "resourceVersion": "7", "labels": {LABEL_SHARD: "a"},
-                         "managedFields": MANAGED, "annotations": {
-                             "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
-            "spec": spec or {"shard": "a", "requestedFreight": [
-                {"origin": {"kind": "Warehouse", "name": "w"}, "sources": {"direct": True}}],
-                "promotionTemplate": {"spec": {"steps": [{"uses": "git-clone"}]}},
-                "verification": {"analysisTemplates": [{"name": "t"}]}},
-            "status": status}
+    meta: dict[str, Any] = {
+        "uid": "u", "generation": 1, "resourceVersion": "7", "labels": {LABEL_SHARD: "a"},
+        "managedFields": MANAGED,
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}
+    if spec:
+        return objects.stage("prod", namespace=NS, freight=False, spec=spec, status=status,
+                             **meta)
+    return objects.stage("prod", namespace=NS, warehouse="w", status=status, **meta, spec={
+        "shard": "a", "promotionTemplate": {"spec": {"steps": [{"uses": "git-clone"}]}}},
+        verification=objects.verification("t"))
 
 
 def current(stage: dict[str, Any]) -> dict[str, Any]:
@@ -234,22 +234,20 @@ def whole_run(stage: dict[str, Any], name: str | None = None, *, collection: str
 
 def whole_freight(stage: dict[str, Any], *, verified: bool = True) -> dict[str, Any]:
     ref = current(stage)["items"]["Warehouse/w"]
-    return {"apiVersion": API_VERSION_KARGO, "kind": "Freight",
-            "metadata": {"name": ref["name"], "namespace": NS, "resourceVersion": "2",
-                         "managedFields": MANAGED},
-            "alias": "a", "origin": ref["origin"], "images": ref.get("images", []),
-            "commits": ref.get("commits", []),
-            "status": {"verifiedIn": {"prod": {"verifiedAt": stamp(600)}} if verified else {},
-                       "currentlyIn": {"prod": {}}}}
+    freight = objects.freight(ref["name"], namespace=NS, resourceVersion="2",
+                              managedFields=MANAGED, alias="a",
+                              warehouse=ref["origin"]["name"], images=ref.get("images", []),
+                              commits=ref.get("commits", []))
+    freight["status"] = {"verifiedIn": {"prod": {"verifiedAt": stamp(600)}} if verified else {},
+                         "currentlyIn": {"prod": {}}}
+    return freight
 
 
 def fake(stage: dict[str, Any], runs: list[dict[str, Any]], *,
          verified: bool = True) -> FakeApi:
     api = FakeApi()
-    api.put(ANALYSIS_TEMPLATE, {
-        "apiVersion": API_VERSION_ARGO, "kind": "AnalysisTemplate",
-        "metadata": {"name": "t", "namespace": NS},
-        "spec": {"metrics": [{"name": "m", "provider": {"web": {"url": "http://x"}}}]}})
+    api.put(ANALYSIS_TEMPLATE, objects.analysis_template("t", namespace=NS, metrics=[
+        {"name": "m", "provider": {"web": {"url": "http://x"}}}]))
     api.put(FREIGHT, whole_freight(stage, verified=verified))
     api.put(STAGE, stage)
     for run in runs:

@@ -7,6 +7,7 @@ import yaml
 from kubernetes import client as k8s
 
 from kubekit.kinds import ANALYSIS_TEMPLATE, CLUSTER_ANALYSIS_TEMPLATE
+from testkit import objects
 from testkit.fakeapi import FakeApi
 from testkit.paths import REPO_ROOT
 from webhook.lookups import ClusterLookups
@@ -27,8 +28,8 @@ def _granted() -> set[tuple[str, str]]:
 
 def test_cluster_role_grants_exactly_the_lookups_calls():
     api = FakeApi()  # the look-ups' REST client is a real Rest answered by the fake
-    api.put(ANALYSIS_TEMPLATE, {"metadata": {"name": "a", "namespace": "ns"}, "spec": {}})
-    api.put(CLUSTER_ANALYSIS_TEMPLATE, {"metadata": {"name": "b"}, "spec": {}})
+    api.put(ANALYSIS_TEMPLATE, objects.analysis_template("a", namespace="ns"))
+    api.put(CLUSTER_ANALYSIS_TEMPLATE, objects.analysis_template("b", cluster=True))
     lookups = ClusterLookups(k8s.ApiClient(k8s.Configuration()))
     lookups._rest = api.rest()
     assert lookups.template("AnalysisTemplate", "ns", "a") is not None

@@ -1,6 +1,8 @@
 """``rollgate selftest``'s probes and its verdicts on what the API server answers
 (webhook.selftest); the dry runs themselves go to a real cluster in tests/node
-(``helm test``)."""
+(``helm test``).
+
+Messages are spelled as users read them, not built from schemas.kinds."""
 
 from __future__ import annotations
 
