@@ -6,10 +6,11 @@ The outage is made as a registry outage makes it: the image leaves the node's co
 (the pods ask for it with ``imagePullPolicy: Never``: ``ErrImageNeverPull``) and the
 webhook pods are replaced; nothing of the install changes. Then every documented break
 glass command runs as the page writes it (in ``bash``, the same flags; the Helm chart is
-the directory the release was installed from instead of ``oci://...``), for Helm and for
-kustomize, with the install's ``ca.crt`` and without it: an invalid Stage is allowed
-within 60 s (the time printed), no hook Job is created, and the configurations are as
-installed but for ``failurePolicy``. With the image back, the documented undo leaves the
+the directory the release was installed from instead of ``oci://...``), for Helm (its
+value, and kubectl's ``delete`` undone by Helm and the renewal) and for kustomize, with the
+install's ``ca.crt`` and without it: an invalid Stage is allowed within 60 s (the time
+printed), no hook Job is created, and the configurations are as installed but for
+``failurePolicy``. With the image back, the documented undo leaves the
 webhook configurations (failurePolicy, rules, caBundle) and both Deployments' pod
 templates (a kustomize image override included) exactly as installed, and rollgate
 denies the invalid Stage again.
@@ -43,7 +44,7 @@ from harness.kits.polling import Poller
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
 from testkit.denials import EXAMPLES, assert_denied, documented_paths
-from testkit.waits import wait_for
+from testkit.waits import WaitTimeout, wait_for
 from tests.node.test_install import image_overlay, user_secret
 
 INVALID = EXAMPLES / "invalid" / "stage.yaml"
@@ -164,13 +165,18 @@ def break_glass(shell: Shell, script: str, *, name: str, namespace: str) -> floa
 def test_helm_break_glass_when_the_image_cannot_be_pulled(node: NodeCluster, namespace: str,
                                                           tmp_path: Path) -> None:
     """`helm upgrade --no-hooks -f <the release's values> --set
-    webhook.failurePolicy=Ignore`, undone by the same upgrade without the `--set`."""
+    webhook.failurePolicy=Ignore`, undone by the same upgrade without the `--set`; then
+    `kubectl delete` of the validating configuration (the break glass where the chart
+    cannot be reached), undone by that upgrade and the renewal run now for the CA."""
     plane = node.plane
     rel = Release(node)
     rel.install(image_values(node.images.rollgate))
     shell = Shell(plane, tmp_path)
+    keep = "helm get values rollgate -n rollgate-system -o yaml > rollgate-values.yaml"
     upgrade = (f"helm upgrade rollgate {chart.CHART} -n rollgate-system --no-hooks "
                "-f rollgate-values.yaml")
+    renew = ("kubectl -n rollgate-system create job --from=cronjob/rollgate-certs-renew "
+             "rollgate-certs-renew-manual-$(date +%s)")
     try:
         denied_by_rollgate(plane, namespace)
         before = installed(plane)
@@ -178,14 +184,21 @@ def test_helm_break_glass_when_the_image_cannot_be_pulled(node: NodeCluster, nam
         manifest = rel.helm("get", "manifest", "rollgate", "-n", NAMESPACE).stdout
         with HookJobs(plane) as jobs:
             with image_gone(node, namespace):
-                break_glass(shell, "helm get values rollgate -n rollgate-system -o yaml "
-                            f"> rollgate-values.yaml\n{upgrade} "
-                            "--set webhook.failurePolicy=Ignore", name="helm upgrade --no-hooks",
-                            namespace=namespace)
+                break_glass(shell, f"{keep}\n{upgrade} --set webhook.failurePolicy=Ignore",
+                            name="helm upgrade --no-hooks", namespace=namespace)
                 assert installed(plane) == broken_glass(before), "only failurePolicy changed"
             shell(upgrade)
+            assert installed(plane) == before
+            with image_gone(node, namespace):
+                break_glass(shell, f"{keep}\n{DELETE}", name="Helm, kubectl delete",
+                            namespace=namespace)
+            shell(f"{upgrade}\n{renew}")
+            try:
+                wait_for("the renewal to put the CA back", lambda: installed(plane) == before,
+                         timeout=120)
+            except WaitTimeout:
+                assert installed(plane) == before  # shows what differs
         assert jobs.seen == set(), "a hook Job ran"
-        assert installed(plane) == before
         assert rel.helm("get", "values", "rollgate", "-n", NAMESPACE, "-o",
                         "json").stdout == values
         assert rel.helm("get", "manifest", "rollgate", "-n", NAMESPACE).stdout == manifest
