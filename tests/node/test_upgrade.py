@@ -6,7 +6,9 @@ published release can be pulled from a registry. Both charts install the node's 
 (`image_values`): the image is the same and only the chart changes (v0.1.0's image is
 not on the node, and its chart pins none). Its objects differ from today's: among them
 the plugins' write RBAC, a ClusterRole of its own since then, which the upgrade adds and
-the rollback removes.
+the rollback removes; the stream also spans the upgrade's hook Jobs. The pod templates of
+the two charts are equal for the same image, so neither step replaces a pod here
+(test_operate.py replaces them under a stream).
 """
 
 from __future__ import annotations
