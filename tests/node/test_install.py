@@ -282,13 +282,10 @@ def test_helm_install_with_cert_manager(node: NodeCluster, namespace: str) -> No
     check_writable_after_uninstall(node.plane, namespace)
 
 
-def test_kubectl_apply_of_the_production_kustomization(node: NodeCluster, namespace: str,
-                                                       tmp_path: Path) -> None:
-    """The README's kustomize steps, with the image set in an overlay as a user points
-    the kustomization at their registry."""
-    plane = node.plane
+def image_overlay(node: NodeCluster, overlay: Path) -> Path:
+    """A user's kustomization of ``manifests/``: the image set as they point it at their
+    registry (here the node's imported image, never pulled)."""
     image = node.images.rollgate
-    overlay = tmp_path / "overlay"
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(json.dumps({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
@@ -299,6 +296,15 @@ def test_kubectl_apply_of_the_production_kustomization(node: NodeCluster, namesp
             {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy",
              "value": "Never"}])}],
     }))
+    return overlay
+
+
+def test_kubectl_apply_of_the_production_kustomization(node: NodeCluster, namespace: str,
+                                                       tmp_path: Path) -> None:
+    """The README's kustomize steps, with the image set in an overlay as a user points
+    the kustomization at their registry."""
+    plane = node.plane
+    overlay = image_overlay(node, tmp_path / "overlay")
     out_dir = user_secret(plane, tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["KUBECONFIG"] = str(plane.kubeconfig)

@@ -119,6 +119,11 @@ class NodeCluster:
         """Import ``image`` into containerd now (a node started without it)."""
         containerd.import_images(self.settings, [image.archive])
 
+    def remove_image(self, image: Image) -> None:
+        """Remove ``image`` from containerd: pods that start afterwards cannot get it, as
+        when its registry is gone (``import_image`` brings it back)."""
+        containerd.remove_images(self.settings, [image.name])
+
     def undo_killed_run(self) -> None:
         """What a run that did not reach its stop left behind, undone by its record."""
         record = self.settings.baseline_file

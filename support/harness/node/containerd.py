@@ -165,5 +165,11 @@ def import_images(settings: NodeSettings, archives: Sequence[Path]) -> None:
         ctr(settings, "images", "import", "--all-platforms", str(archive))
 
 
+def remove_images(settings: NodeSettings, names: Sequence[str]) -> None:
+    """Remove image names from kubelet's namespace: a pod that asks for one then finds
+    no image (an image that cannot be pulled, with ``imagePullPolicy: Never``)."""
+    ctr(settings, "images", "rm", *names)
+
+
 def image_names(settings: NodeSettings) -> list[str]:
     return sorted(ctr(settings, "images", "ls", "-q").stdout.split())

@@ -1,0 +1,92 @@
+"""An upgrade from the previous release's chart and a rollback to it, as docs/install.md
+"Upgrade" writes them, under a stream of admission calls.
+
+The v0.1.0 chart comes from its tag (`git archive v0.1.0 charts/rollgate`) until a
+published release can be pulled from a registry. Both charts install the node's image
+(`image_values`): the image is the same and only the chart changes (v0.1.0's image is
+not on the node, and its chart pins none). Its objects differ from today's: among them
+the plugins' write RBAC, a ClusterRole of its own since then, which the upgrade adds and
+the rollback removes; the stream also spans the upgrade's hook Jobs. The pod templates of
+the two charts are equal for the same image, so neither step replaces a pod here
+(test_operate.py replaces them under a stream).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+from harness import chart
+from harness.kits.node import NAMESPACE, Release, image_values
+from harness.kits.stream import streaming
+from harness.node.cluster import NodeCluster
+from testkit.denials import EXAMPLES
+from testkit.paths import REPO_ROOT
+from tests.node.test_break_glass import denied_by_rollgate
+
+PREVIOUS = "v0.1.0"
+ADDED = "rollgate-reconciler-plugins-write"  # a ClusterRole the current chart adds
+QUIET_SECONDS = 10  # the stream runs this long before each change and after it settles
+
+
+def previous_chart(directory: Path) -> Path:
+    """The chart as tagged ``PREVIOUS``, extracted into ``directory``."""
+    archive = directory / "previous.tar"
+    subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "-o", str(archive), PREVIOUS,
+                    "charts/rollgate"], check=True, capture_output=True, timeout=60)
+    with tarfile.open(archive) as tar:
+        tar.extractall(directory, filter="data")
+    return directory / "charts" / "rollgate"
+
+
+def chart_version(path: Path) -> str:
+    return str(yaml.safe_load((path / "Chart.yaml").read_text())["version"])
+
+
+def has_added_role(rel: Release) -> bool:
+    return rel.plane.kubectl("get", "clusterrole", ADDED, check=False).returncode == 0
+
+
+def settled(rel: Release, namespace: str) -> None:
+    """Every pod Ready (none terminating) and rollgate denying, then the quiet seconds."""
+    rel.wait_pods()
+    denied_by_rollgate(rel.plane, namespace)
+    time.sleep(QUIET_SECONDS)
+
+
+def test_upgrade_from_the_previous_chart_and_rollback(node: NodeCluster, namespace: str,
+                                                      tmp_path: Path) -> None:
+    previous = previous_chart(tmp_path)
+    assert chart_version(previous) != chart_version(chart.CHART), "the same version twice"
+    values = image_values(node.images.rollgate)
+    rel = Release(node, chart_path=previous)
+    rel.install(values)
+    plane = node.plane
+    try:
+        plane.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "analysistemplate.yaml"))
+        settled(rel, namespace)
+        assert not has_added_role(rel)
+        with streaming(plane, namespace) as stream:
+            time.sleep(QUIET_SECONDS)
+            rel.chart_path = chart.CHART
+            rel.upgrade(values)  # -f <values>, --wait: "Upgrade"
+            settled(rel, namespace)
+            assert has_added_role(rel)
+            rel.helm("rollback", rel.name, "1", "-n", NAMESPACE, "--wait", "--timeout", "5m")
+            settled(rel, namespace)
+            assert not has_added_role(rel)
+        totals = stream.totals
+        print(f"upgrade {chart_version(previous)} -> {chart_version(chart.CHART)} and "
+              f"rollback: {totals.answered} calls answered, {totals.failed} failed")
+        assert totals.answered > 0
+        assert totals.failed == 0, "\n".join(totals.errors)
+        history = rel.helm("history", rel.name, "-n", NAMESPACE, "-o", "yaml").stdout
+        assert [r["chart"] for r in yaml.safe_load(history)] == [
+            f"rollgate-{chart_version(previous)}", f"rollgate-{chart_version(chart.CHART)}",
+            f"rollgate-{chart_version(previous)}"]
+    finally:
+        rel.uninstall()
