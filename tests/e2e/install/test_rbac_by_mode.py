@@ -3,9 +3,7 @@ renders for each ``reconciler.pluginsMode``, and that of manifests/ (auto) and
 manifests/overlays/audit, applied as rendered and queried with `kubectl auth can-i` as the
 reconciler's ServiceAccount. Audit writes no ConfigMap and no Deployment; auto and sync
 may create and patch ``argo-rollouts-config`` and patch the ``argo-rollouts`` Deployment,
-and nothing more (docs/install.md "RBAC by mode"). The certificate renewal's
-ServiceAccount, from the chart's `job` source and from manifests/certificates, may do what
-docs/install.md "Certificate renewal" lists and nothing more."""
+and nothing more (docs/install.md "RBAC by mode")."""
 
 from __future__ import annotations
 
@@ -162,7 +160,9 @@ def test_the_check_tells_a_write_apart(installed):
 @pytest.mark.parametrize("source", ["chart", "manifests"])
 def test_the_renewal_may_touch_its_secrets_and_webhook_configurations_only(
         control_plane, installed, source):
-    """`get`/`update` on the two certificate Secrets, `list` EndpointSlices in its
+    """The certificate renewal's ServiceAccount, from the chart's `job` source and from
+    manifests/certificates, may do what docs/install.md "Certificate renewal" lists:
+    `get`/`update` on the two certificate Secrets, `list` EndpointSlices in its
     namespace, `get`/`patch` on the two `rollgate` webhook configurations: nothing more."""
     if source == "chart":
         tool_or_fail()
