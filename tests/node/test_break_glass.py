@@ -34,8 +34,10 @@ from harness import chart
 from harness.kits.node import (
     NAMESPACE,
     WEBHOOK,
+    Kustomized,
     Release,
-    delete_namespace,
+    create_invalid,
+    denied_by_rollgate,
     image_values,
     pods,
     wait_ready,
@@ -43,11 +45,8 @@ from harness.kits.node import (
 from harness.kits.polling import Poller
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
-from testkit.denials import EXAMPLES, assert_denied, documented_paths
 from testkit.waits import WaitTimeout, wait_for
-from tests.node.test_install import image_overlay, user_secret
 
-INVALID = EXAMPLES / "invalid" / "stage.yaml"
 VALIDATING = "validatingwebhookconfiguration"
 MUTATING = "mutatingwebhookconfiguration"
 DEPLOYMENTS = ("rollgate-webhook", "rollgate-reconciler")
@@ -110,19 +109,6 @@ def broken_glass(before: dict[str, Any]) -> dict[str, Any]:
     for webhook in after["webhooks"][VALIDATING]:
         webhook["failurePolicy"] = "Ignore"
     return after
-
-
-def create_invalid(plane: ControlPlane, namespace: str) -> subprocess.CompletedProcess[str]:
-    return plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", str(INVALID),
-                         check=False, timeout=30)
-
-
-def denied_by_rollgate(plane: ControlPlane, namespace: str) -> None:
-    def denial() -> subprocess.CompletedProcess[str] | None:
-        result = create_invalid(plane, namespace)
-        return result if "denied the request" in result.stderr else None
-    result = wait_for("rollgate to deny the invalid Stage", denial, timeout=60)
-    assert_denied(result, "validate-stages.rollgate.dev", documented_paths(INVALID))
 
 
 def not_pulled(pod: dict[str, Any]) -> bool:
@@ -213,16 +199,14 @@ def test_kustomize_break_glass_when_the_image_cannot_be_pulled(
     undone with the install's `certs-out/ca.crt`, then `kubectl delete` undone without
     it (the CA read from the mutating configuration): `kubectl apply -k <the overlay>`."""
     plane = node.plane
-    overlay = image_overlay(node, tmp_path / "overlay")
-    user_secret(plane, tmp_path)  # certs-out is tmp_path / "certs"
+    install = Kustomized(node, tmp_path)  # certs-out is tmp_path / "certs-out"
     shell = Shell(plane, tmp_path)
-    apply = f"kubectl apply -k {overlay}"
-    shell(f"{apply}\nrollgate certs inject --ca-file certs/ca.crt")
+    apply = f"kubectl apply -k {install.overlay}"
+    install.install()
     try:
-        wait_ready(plane, NAMESPACE, selector=WEBHOOK, count=2)
         denied_by_rollgate(plane, namespace)
         before = installed(plane)
-        for glass, undo in ((PATCH, "rollgate certs inject --ca-file certs/ca.crt"),
+        for glass, undo in ((PATCH, "rollgate certs inject --ca-file certs-out/ca.crt"),
                             (DELETE, CA_FROM_MUTATING)):
             with image_gone(node, namespace):
                 break_glass(shell, glass, name=glass.split(" -p")[0], namespace=namespace)
@@ -232,5 +216,4 @@ def test_kustomize_break_glass_when_the_image_cannot_be_pulled(
             assert installed(plane) == before
             denied_by_rollgate(plane, namespace)
     finally:
-        plane.kubectl("delete", "-k", str(overlay), "--wait=true", check=False, timeout=180)
-        delete_namespace(plane, NAMESPACE)
+        install.uninstall()

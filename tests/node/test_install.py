@@ -27,9 +27,9 @@ from harness.kits.node import (
     NAMESPACE,
     RECONCILER,
     WEBHOOK,
+    Kustomized,
     ReadyWatch,
     Release,
-    delete_namespace,
     image_values,
     merged,
     pods,
@@ -44,7 +44,6 @@ from harness.upstream.trees import UpstreamMissing
 from releasing import release as harness_release
 from testkit import objects
 from testkit.denials import EXAMPLES, assert_denied, documented_paths
-from testkit.paths import REPO_ROOT
 from testkit.waits import wait_for
 
 DIGEST_AS_WRITTEN = "  3A3E2D0E4AC4F1F7A3EE6D2E5D4D7C1E8C3B9F0A6E8D1C2B3A4F5E6D7C8B9A0F  "
@@ -282,45 +281,21 @@ def test_helm_install_with_cert_manager(node: NodeCluster, namespace: str) -> No
     check_writable_after_uninstall(node.plane, namespace)
 
 
-def image_overlay(node: NodeCluster, overlay: Path) -> Path:
-    """A user's kustomization of ``manifests/``: the image set as they point it at their
-    registry (here the node's imported image, never pulled)."""
-    image = node.images.rollgate
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO_ROOT / "manifests", overlay)],
-        "images": [{"name": "rollgate.invalid/rollgate", "newName": image.repository,
-                    "newTag": image.tag}],
-        "patches": [{"target": {"kind": "Deployment"}, "patch": json.dumps([
-            {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy",
-             "value": "Never"}])}],
-    }))
-    return overlay
-
-
 def test_kubectl_apply_of_the_production_kustomization(node: NodeCluster, namespace: str,
                                                        tmp_path: Path) -> None:
-    """The README's kustomize steps, with the image set in an overlay as a user points
-    the kustomization at their registry."""
+    """The kustomize steps of docs/install.md "Deployment" (and the README's), with the
+    image set in an overlay as a user points the kustomization at their registry; the
+    serving Secret carries the CA that the webhook's ServiceMonitor trusts."""
     plane = node.plane
-    overlay = image_overlay(node, tmp_path / "overlay")
-    out_dir = user_secret(plane, tmp_path)
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["KUBECONFIG"] = str(plane.kubeconfig)
+    install = Kustomized(node, tmp_path)
     with ReadyWatch(plane, NAMESPACE) as watch:
-        plane.kubectl("apply", "-k", str(overlay), timeout=120)
-        injected = subprocess.run([sys.executable, "-m", "certs", "inject", "--ca-file",
-                                   str(out_dir / "ca.crt")], env=env, capture_output=True,
-                                  text=True, timeout=60, check=False)
-        assert injected.returncode == 0, injected.stderr
-        wait_for("the API server to call the injected webhook", lambda: plane.kubectl(
-            "apply", "--dry-run=server", "-n", namespace, "-f",
-            str(EXAMPLES / "invalid" / "stage.yaml"), check=False).stderr.count(
-            "denied the request"), timeout=120)
+        install.install()
     try:
         installed_and_checked(node, namespace, watch)
+        secret = plane.get_json("-n", NAMESPACE, "secret", "rollgate-webhook-tls")
+        assert base64.b64decode(secret["data"]["ca.crt"]) == (
+            install.certs_dir / "ca.crt").read_bytes()
+        plane.get_json("-n", NAMESPACE, "cronjob", "rollgate-certs-renew")
     finally:
-        plane.kubectl("delete", "-k", str(overlay), "--wait=true", check=False, timeout=180)
-        delete_namespace(plane, NAMESPACE)
+        install.uninstall()
     check_writable_after_uninstall(plane, namespace)

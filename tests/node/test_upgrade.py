@@ -21,12 +21,11 @@ from pathlib import Path
 import yaml
 
 from harness import chart
-from harness.kits.node import NAMESPACE, Release, image_values
+from harness.kits.node import NAMESPACE, Release, denied_by_rollgate, image_values
 from harness.kits.stream import streaming
 from harness.node.cluster import NodeCluster
 from testkit.denials import EXAMPLES
 from testkit.paths import REPO_ROOT
-from tests.node.test_break_glass import denied_by_rollgate
 
 PREVIOUS = "v0.1.0"
 ADDED = "rollgate-reconciler-plugins-write"  # a ClusterRole the current chart adds

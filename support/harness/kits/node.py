@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,13 +27,16 @@ from harness.node import images
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
 from harness.registry import Registry
-from testkit.waits import WaitTimeout
+from testkit.denials import EXAMPLES, assert_denied, documented_paths
+from testkit.paths import REPO_ROOT
+from testkit.waits import WaitTimeout, wait_for
 
 RELEASE = "rollgate"
 NAMESPACE = "rollgate-system"
 WEBHOOK = "app.kubernetes.io/name=rollgate-webhook"
 RECONCILER = "app.kubernetes.io/name=rollgate-reconciler"
 PROBES = ("Readiness", "Liveness", "Startup")
+INVALID = EXAMPLES / "invalid" / "stage.yaml"  # denied with its documented field paths
 
 
 def image_values(image: images.Image) -> dict[str, Any]:
@@ -310,3 +315,96 @@ class Release:
         return (wait_ready(self.plane, self.namespace, selector=WEBHOOK, count=webhooks)
                 + wait_ready(self.plane, self.namespace, selector=RECONCILER,
                              count=reconcilers))
+
+
+# --------------------------------------------------------------------------- kustomize
+
+
+@dataclass
+class Kustomized:
+    """manifests/ installed as docs/install.md "Deployment" says, through an overlay of
+    the user's in ``directory`` that points every image at the node's (never pulled by
+    the Deployments) and adds ``patches`` (kustomize patches, each with its target):
+    `rollgate certs generate` (with ``generate_args``), the namespace, `rollgate certs
+    secret`, `kubectl apply -k`, `rollgate certs inject`."""
+
+    cluster: NodeCluster
+    directory: Path
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    generate_args: tuple[str, ...] = ()
+
+    @property
+    def plane(self) -> ControlPlane:
+        return self.cluster.plane
+
+    @property
+    def overlay(self) -> Path:
+        return self.directory / "overlay"
+
+    @property
+    def certs_dir(self) -> Path:
+        return self.directory / "certs-out"
+
+    def certs(self, *args: str) -> str:
+        """``rollgate certs ARGS`` on the user's workstation, with the node's kubeconfig;
+        what it printed."""
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["KUBECONFIG"] = str(self.plane.kubeconfig)
+        out = subprocess.run([str(Path(sys.executable).parent / "rollgate"), "certs", *args],
+                             env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0, f"rollgate certs {' '.join(args)}: {out.stderr}"
+        return out.stdout
+
+    def write_overlay(self) -> None:
+        image = self.cluster.images.rollgate
+        never = {"target": {"kind": "Deployment"}, "patch": json.dumps([
+            {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy",
+             "value": "Never"}])}
+        self.overlay.mkdir(parents=True, exist_ok=True)
+        (self.overlay / "kustomization.yaml").write_text(json.dumps({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [os.path.relpath(REPO_ROOT / "manifests", self.overlay)],
+            "images": [{"name": "rollgate.invalid/rollgate", "newName": image.repository,
+                        "newTag": image.tag}],
+            "patches": [never, *self.patches]}))
+
+    def install(self) -> None:
+        """The documented steps, then until the API server calls the injected webhook
+        (it loads a new caBundle within a second or so) and every pod is Ready."""
+        self.write_overlay()
+        self.certs("generate", "--out-dir", str(self.certs_dir), *self.generate_args)
+        self.plane.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "namespace"))
+        self.certs("secret", "--dir", str(self.certs_dir))
+        self.apply()
+        self.certs("inject", "--ca-file", str(self.certs_dir / "ca.crt"))
+        wait_for("the API server to call the injected webhook", lambda: "denied the request"
+                 in create_invalid(self.plane, "default").stderr, timeout=120)
+        wait_ready(self.plane, NAMESPACE, selector=WEBHOOK, count=2)
+        wait_ready(self.plane, NAMESPACE, selector=RECONCILER, count=2)
+
+    def apply(self) -> None:
+        """``kubectl apply -k`` of the overlay: the install, or a repair of what changed."""
+        self.plane.kubectl("apply", "-k", str(self.overlay), timeout=120)
+
+    def uninstall(self) -> None:
+        """``kubectl delete -k`` of the overlay, then the namespace with the Secrets
+        ``rollgate certs secret`` made."""
+        self.plane.kubectl("delete", "-k", str(self.overlay), "--wait=true", check=False,
+                           timeout=180)
+        delete_namespace(self.plane, NAMESPACE)
+
+
+def create_invalid(plane: ControlPlane, namespace: str) -> subprocess.CompletedProcess[str]:
+    """A server-side dry run of the documented invalid Stage: what a user's create gets."""
+    return plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", str(INVALID),
+                         check=False, timeout=30)
+
+
+def denied_by_rollgate(plane: ControlPlane, namespace: str) -> None:
+    """Until rollgate denies the invalid Stage (a webhook that was down may take a moment
+    to answer again), with every field path its example documents."""
+    def denial() -> subprocess.CompletedProcess[str] | None:
+        result = create_invalid(plane, namespace)
+        return result if "denied the request" in result.stderr else None
+    result = wait_for("rollgate to deny the invalid Stage", denial, timeout=60)
+    assert_denied(result, "validate-stages.rollgate.dev", documented_paths(INVALID))

@@ -36,6 +36,11 @@ SYNC_WRITES = {("create", CONFIG_MAP), ("patch", CONFIG_MAP), ("patch", DEPLOYME
 MODE_WRITES = {"auto": SYNC_WRITES, "sync": SYNC_WRITES, "audit": set()}
 
 CanI = Callable[..., bool]
+HOME = "<the install's namespace>"
+RENEW_SA = "rollgate-certs-renew"
+CERT_SECRETS = ("secret/rollgate-webhook-tls", "secret/rollgate-webhook-ca")
+WEBHOOK_CONFIGS = ("validatingwebhookconfiguration.admissionregistration.k8s.io/rollgate",
+                   "mutatingwebhookconfiguration.admissionregistration.k8s.io/rollgate")
 
 
 def rehomed(rendered: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
@@ -60,29 +65,32 @@ def rehomed(rendered: list[dict[str, Any]], namespace: str) -> list[dict[str, An
 
 
 @pytest.fixture
-def installed(control_plane: ControlPlane) -> Iterator[Callable[[list[dict[str, Any]]], CanI]]:
+def installed(control_plane: ControlPlane) -> Iterator[Callable[..., CanI]]:
     """Applies an install's RBAC in a namespace of its own; returns `kubectl auth can-i`
-    as that install's reconciler, asked about another namespace (the RolloutManagers'),
-    once the API server's authorizer has the install's rules."""
+    as that install's ServiceAccount ``sa`` (the reconciler's unless said), asked about
+    another namespace (the RolloutManagers') unless ``ns`` is given (``HOME``: the
+    install's own), once the API server's authorizer has the install's rules: once
+    ``ready`` (verb, resource) is allowed."""
     made: list[tuple[str, list[dict[str, Any]]]] = []
 
-    def install(rendered: list[dict[str, Any]]) -> CanI:
+    def install(rendered: list[dict[str, Any]], *, sa: str = SA,
+                ready: tuple[str, str] = ("list", "rolloutmanagers.argoproj.io")) -> CanI:
         namespace = objects.fresh_name()
         control_plane.kubectl("create", "namespace", namespace)
         rbac = rehomed(rendered, namespace)
         made.append((namespace, rbac))
         control_plane.apply_objects(rbac)
-        sa = control_plane.serviceaccount_kubeconfig(namespace, SA)
+        config = control_plane.serviceaccount_kubeconfig(namespace, sa)
 
         def can_i(verb: str, what: str, *extra: str, ns: str = "apps") -> bool:
-            out = control_plane.kubectl("auth", "can-i", verb, what, "-n", ns, *extra,
-                                        kubeconfig=sa, check=False)
+            out = control_plane.kubectl("auth", "can-i", verb, what, "-n",
+                                        namespace if ns == HOME else ns, *extra,
+                                        kubeconfig=config, check=False)
             assert out.stdout.strip() in ("yes", "no"), out.stderr
             return out.stdout.strip() == "yes"
 
-        # Every mode lists RolloutManagers: once that is allowed, the bindings are in.
-        wait_for("the install's RBAC to reach the authorizer",
-                 lambda: can_i("list", "rolloutmanagers.argoproj.io"), timeout=30)
+        wait_for("the install's RBAC to reach the authorizer", lambda: can_i(
+            *ready, ns=HOME), timeout=30)
         return can_i
 
     yield install
@@ -150,3 +158,30 @@ def test_the_check_tells_a_write_apart(installed):
     assert len(extra) == 2
     with pytest.raises(AssertionError):
         assert_plugins_rights(installed(audit + extra), "audit")
+
+
+@pytest.mark.parametrize("source", ["chart", "manifests"])
+def test_the_renewal_may_touch_its_secrets_and_webhook_configurations_only(
+        control_plane, installed, source):
+    """The certificate renewal's ServiceAccount, from the chart's `job` source and from
+    manifests/certificates, may do what docs/install.md "Certificate renewal" lists:
+    `get`/`update` on the two certificate Secrets, `list` EndpointSlices in its
+    namespace, `get`/`patch` on the two `rollgate` webhook configurations: nothing more."""
+    if source == "chart":
+        tool_or_fail()
+        rendered = chart.render({"certificates": {"source": "job"}})
+    else:
+        rendered = control_plane.kustomize(REPO_ROOT / "manifests")
+    can_i = installed(rendered, sa=RENEW_SA, ready=("get", CERT_SECRETS[0]))
+    for secret in CERT_SECRETS:
+        assert {v for v in ("get", "update", "patch", "delete", "list", "watch")
+                if can_i(v, secret, ns=HOME)} == {"get", "update"}, secret
+    assert not can_i("get", "secret/other", ns=HOME)
+    assert not can_i("create", "secrets", ns=HOME)
+    assert not can_i("get", CERT_SECRETS[0], ns="kube-system")
+    assert can_i("list", "endpointslices.discovery.k8s.io", ns=HOME)
+    assert not can_i("list", "endpointslices.discovery.k8s.io", ns="kube-system")
+    for config in WEBHOOK_CONFIGS:
+        assert {v for v in ("get", "patch", "update", "delete")
+                if can_i(v, config)} == {"get", "patch"}, config
+        assert not can_i("get", config.replace("/rollgate", "/other"))
