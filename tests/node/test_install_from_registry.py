@@ -31,6 +31,7 @@ from harness.kits.node import (
     NAMESPACE,
     RECONCILER,
     WEBHOOK,
+    Kustomized,
     ReadyWatch,
     Release,
     delete_namespace,
@@ -44,7 +45,7 @@ from releasing import release
 from releasing.artifacts import Artifacts
 from testkit.paths import REPO_ROOT
 from testkit.waits import wait_for
-from tests.node.test_install import check_helm_test, installed_and_checked, user_secret
+from tests.node.test_install import check_helm_test, installed_and_checked
 
 PULL_SECRET = "rollgate-pull"
 WRONG_DIGEST = "sha256:" + "0" * 64
@@ -211,37 +212,27 @@ def test_the_kustomization_with_the_same_image_by_digest(bare_node: NodeCluster,
                                                          user_namespace: str,
                                                          tmp_path: Path) -> None:
     """`kustomize edit set image rollgate.invalid/rollgate=<REGISTRY>/rollgate@<digest>`
-    in an overlay, the pull secret on both Deployments, then the README's steps."""
+    in an overlay, the pull secret on both Deployments and the renewal CronJob, then the
+    steps of docs/install.md "Deployment"."""
     plane = bare_node.plane
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO_ROOT / "manifests", overlay)],
-        "images": [{"name": "rollgate.invalid/rollgate", "newName": published.repository,
-                    "digest": published.digest}],
-        "patches": [{"target": {"kind": "Deployment"}, "patch": json.dumps([
-            {"op": "add", "path": "/spec/template/spec/imagePullSecrets",
-             "value": [{"name": PULL_SECRET}]}])}],
-    }))
-    out_dir = user_secret(plane, tmp_path)
+    secrets = [{"name": PULL_SECRET}]
+    install = Kustomized(bare_node, tmp_path, image={
+        "newName": published.repository, "digest": published.digest}, patches=[
+        {"target": {"kind": "Deployment"}, "patch": json.dumps([
+            {"op": "add", "path": "/spec/template/spec/imagePullSecrets", "value": secrets}])},
+        {"target": {"kind": "CronJob"}, "patch": json.dumps([
+            {"op": "add", "path": "/spec/jobTemplate/spec/template/spec/imagePullSecrets",
+             "value": secrets}])}])
+    plane.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "namespace"))
     pull_secret(bare_node, NAMESPACE)
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env["KUBECONFIG"] = str(plane.kubeconfig)
     with ReadyWatch(plane, NAMESPACE) as watch:
-        plane.kubectl("apply", "-k", str(overlay), timeout=120)
-        injected = subprocess.run([sys.executable, "-m", "certs", "inject", "--ca-file",
-                                   str(out_dir / "ca.crt")], env=env, capture_output=True,
-                                  text=True, timeout=60, check=False)
-        assert injected.returncode == 0, injected.stderr
-        wait_for("the API server to call the injected webhook", lambda: plane.kubectl(
-            "apply", "--dry-run=server", "-n", user_namespace, "-f",
-            str(REPO_ROOT / "examples" / "invalid" / "stage.yaml"), check=False).stderr.count(
-            "denied the request"), timeout=120)
+        install.install()
     try:
         check_pods_run(plane, published.image)
         installed_and_checked(bare_node, user_namespace, watch)
+        cronjob = plane.get_json("-n", NAMESPACE, "cronjob", "rollgate-certs-renew")
+        pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert pod["imagePullSecrets"] == secrets
+        assert pod["containers"][0]["image"] == published.image
     finally:
-        plane.kubectl("delete", "-k", str(overlay), "--wait=true", check=False, timeout=180)
-        delete_namespace(plane, NAMESPACE)
-
+        install.uninstall()

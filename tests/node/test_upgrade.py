@@ -6,9 +6,10 @@ published release can be pulled from a registry. Both charts install the node's 
 (`image_values`): the image is the same and only the chart changes (v0.1.0's image is
 not on the node, and its chart pins none). Its objects differ from today's: among them
 the plugins' write RBAC, a ClusterRole of its own since then, which the upgrade adds and
-the rollback removes; the stream also spans the upgrade's hook Jobs. The pod templates of
-the two charts are equal for the same image, so neither step replaces a pod here
-(test_operate.py replaces them under a stream).
+the rollback removes; the stream also spans the upgrade's hook Jobs. A release's new
+image changes every pod's template; with the same image here, the upgrade's values add a
+pod annotation instead, so the upgrade replaces every rollgate pod under the stream, and
+the rollback replaces them again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from harness import chart
-from harness.kits.node import NAMESPACE, Release, denied_by_rollgate, image_values
+from harness.kits.node import NAMESPACE, Release, denied_by_rollgate, image_values, merged
 from harness.kits.stream import streaming
 from harness.node.cluster import NodeCluster
 from testkit.denials import EXAMPLES
@@ -29,6 +30,9 @@ from testkit.paths import REPO_ROOT
 
 PREVIOUS = "v0.1.0"
 ADDED = "rollgate-reconciler-plugins-write"  # a ClusterRole the current chart adds
+# What a new image does to the pods' templates: both components' pods change.
+NEW_PODS = {component: {"podAnnotations": {"rollgate.dev/upgrade-test": "next"}}
+            for component in ("webhook", "reconciler")}
 QUIET_SECONDS = 10  # the stream runs this long before each change and after it settles
 
 
@@ -50,6 +54,10 @@ def has_added_role(rel: Release) -> bool:
     return rel.plane.kubectl("get", "clusterrole", ADDED, check=False).returncode == 0
 
 
+def pod_uids(rel: Release) -> set[str]:
+    return {p["metadata"]["uid"] for p in rel.wait_pods()}
+
+
 def settled(rel: Release, namespace: str) -> None:
     """Every pod Ready (none terminating) and rollgate denying, then the quiet seconds."""
     rel.wait_pods()
@@ -69,15 +77,19 @@ def test_upgrade_from_the_previous_chart_and_rollback(node: NodeCluster, namespa
         plane.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "analysistemplate.yaml"))
         settled(rel, namespace)
         assert not has_added_role(rel)
+        installed = pod_uids(rel)
         with streaming(plane, namespace) as stream:
             time.sleep(QUIET_SECONDS)
             rel.chart_path = chart.CHART
-            rel.upgrade(values)  # -f <values>, --wait: "Upgrade"
+            rel.upgrade(merged(values, NEW_PODS))  # -f <values>, --wait: "Upgrade"
             settled(rel, namespace)
             assert has_added_role(rel)
+            upgraded = pod_uids(rel)
+            assert not upgraded & installed, "the upgrade replaced every pod"
             rel.helm("rollback", rel.name, "1", "-n", NAMESPACE, "--wait", "--timeout", "5m")
             settled(rel, namespace)
             assert not has_added_role(rel)
+            assert not pod_uids(rel) & upgraded, "the rollback replaced every pod"
         totals = stream.totals
         print(f"upgrade {chart_version(previous)} -> {chart_version(chart.CHART)} and "
               f"rollback: {totals.answered} calls answered, {totals.failed} failed")

@@ -323,15 +323,17 @@ class Release:
 @dataclass
 class Kustomized:
     """manifests/ installed as docs/install.md "Deployment" says, through an overlay of
-    the user's in ``directory`` that points every image at the node's (never pulled by
-    the Deployments) and adds ``patches`` (kustomize patches, each with its target):
-    `rollgate certs generate` (with ``generate_args``), the namespace, `rollgate certs
-    secret`, `kubectl apply -k`, `rollgate certs inject`."""
+    the user's in ``directory`` that points every image at ``image`` (a kustomize
+    ``images`` entry's newName with newTag or digest; by default the node's imported
+    image, which the Deployments then never pull) and adds ``patches`` (kustomize
+    patches, each with its target): `rollgate certs generate` (with ``generate_args``),
+    the namespace, `rollgate certs secret`, `kubectl apply -k`, `rollgate certs inject`."""
 
     cluster: NodeCluster
     directory: Path
     patches: list[dict[str, Any]] = field(default_factory=list)
     generate_args: tuple[str, ...] = ()
+    image: dict[str, str] | None = None
 
     @property
     def plane(self) -> ControlPlane:
@@ -356,17 +358,20 @@ class Kustomized:
         return out.stdout
 
     def write_overlay(self) -> None:
-        image = self.cluster.images.rollgate
-        never = {"target": {"kind": "Deployment"}, "patch": json.dumps([
-            {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy",
-             "value": "Never"}])}
+        patches = list(self.patches)
+        image = self.image
+        if image is None:
+            imported = self.cluster.images.rollgate
+            image = {"newName": imported.repository, "newTag": imported.tag}
+            patches.insert(0, {"target": {"kind": "Deployment"}, "patch": json.dumps([
+                {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy",
+                 "value": "Never"}])})
         self.overlay.mkdir(parents=True, exist_ok=True)
         (self.overlay / "kustomization.yaml").write_text(json.dumps({
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
             "resources": [os.path.relpath(REPO_ROOT / "manifests", self.overlay)],
-            "images": [{"name": "rollgate.invalid/rollgate", "newName": image.repository,
-                        "newTag": image.tag}],
-            "patches": [never, *self.patches]}))
+            "images": [{"name": "rollgate.invalid/rollgate", **image}],
+            "patches": patches}))
 
     def install(self) -> None:
         """The documented steps, then until the API server calls the injected webhook
