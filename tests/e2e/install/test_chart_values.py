@@ -335,10 +335,18 @@ def test_every_other_pod_takes_the_webhooks_placement():
     """The certificate Jobs, the CronJob's Jobs and the `helm test` pod fall back to the
     webhook's scheduling and pod-metadata values (as argo-helm's charts fall back to
     global.*): on a tainted node pool the pre-install hook runs where the webhook does.
-    The chart's labels and hook annotations stay; the reconciler's values are its own."""
+    The chart's labels and hook annotations stay; the reconciler's values are its own;
+    imagePullSecrets reach every pod."""
     tool_or_fail()
-    objects = chart.render({"webhook": PLACEMENT, "reconciler": {"podLabels": {"r": "1"}}})
+    secrets = [{"name": "registry-credentials"}]
+    objects = chart.render({"webhook": PLACEMENT, "reconciler": {"podLabels": {"r": "1"}},
+                            "imagePullSecrets": secrets})
     pods = other_pods(objects)
+    for name in ("rollgate-webhook", "rollgate-reconciler"):
+        pods[f"Deployment/{name}"] = deployment(objects, name)["spec"]["template"]
+    assert all(p["spec"]["imagePullSecrets"] == secrets for p in pods.values())
+    assert placed(pods.pop("Deployment/rollgate-reconciler"))["podLabels"] == {"r": "1"}
+    assert placed(pods.pop("Deployment/rollgate-webhook")) == PLACEMENT
     assert sorted(pods) == ["CronJob/rollgate-certs-renew", "Job/rollgate-certs-inject",
                             "Job/rollgate-certs-secret", "Pod/rollgate-selftest"]
     for name, pod in pods.items():
@@ -346,7 +354,6 @@ def test_every_other_pod_takes_the_webhooks_placement():
         want = "rollgate-selftest" if name.startswith("Pod/") else "rollgate-certs"
         assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == want
     assert pods["Pod/rollgate-selftest"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    assert placed(deployment(objects, "rollgate-webhook")["spec"]["template"]) == PLACEMENT
     # Nothing set: nothing rendered (the defaults place no pod).
     for name, pod in other_pods(chart.render()).items():
         assert placed(pod) == {"podLabels": {}, "podAnnotations": {}}, name
