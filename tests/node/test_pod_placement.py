@@ -3,9 +3,11 @@
 off it: the webhook and reconciler pods, the certificate hook Jobs' pods
 (rollgate-certs-secret before the install's objects, rollgate-certs-inject after them),
 the `helm test` pod and a run of the CronJob rollgate-certs-renew all carry the
-toleration, nodeSelector, affinity, priorityClassName, podLabel and podAnnotation set on
-the webhook (the others fall back to its values), and run on the node; `helm install
---wait` finishes (its hooks ran) and `helm test` passes.
+toleration, nodeSelector, affinity, priorityClassName, podLabel and podAnnotation (set
+on the webhook and on the reconciler; the certificate and test pods get the webhook's,
+their own values being left null), and run on the node, where a pod without the
+toleration is refused; `helm install --wait` finishes (its hooks ran) and `helm test`
+passes.
 
 The release namespace has a default-deny NetworkPolicy (ingress and egress) and the
 chart's NetworkPolicies are enabled; a renewal run (`kubectl create job
@@ -39,6 +41,7 @@ from harness.kits.node import (
 )
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
+from testkit.waits import wait_for
 
 TAINT = {"key": "rollgate-test", "value": "only", "effect": "NoSchedule"}
 PRIORITY_CLASS = "rollgate-test"
@@ -101,9 +104,11 @@ def installed(node: NodeCluster) -> Iterator[tuple[Release, PodWatch, str]]:
         plane.kubectl("delete", "priorityclass", PRIORITY_CLASS, check=False)
 
 
-def test_every_pod_is_placed_and_marked(installed: tuple[Release, PodWatch, str]) -> None:
+def test_every_pod_is_placed_and_marked(installed: tuple[Release, PodWatch, str],
+                                        namespace: str) -> None:
     rel, watch, name = installed
     plane = rel.plane
+    check_the_taint_keeps_other_pods_off(rel.cluster, namespace)
     wait_ready(plane, NAMESPACE, selector=WEBHOOK, count=2)
     wait_ready(plane, NAMESPACE, selector=RECONCILER, count=2)
     tested = rel.test()
@@ -130,6 +135,29 @@ def test_every_pod_is_placed_and_marked(installed: tuple[Release, PodWatch, str]
     assert by_kind.get("rollgate-selftest") == ["rollgate-selftest"], by_kind
     assert (len(by_kind["rollgate-webhook"]), len(by_kind["rollgate-reconciler"])) == (2, 2)
     check_policies(plane, watch, certs + by_kind["rollgate-selftest"])
+
+
+def check_the_taint_keeps_other_pods_off(node: NodeCluster, namespace: str) -> None:
+    """The premise: a pod of the same image without the toleration is refused by the
+    scheduler for the taint (so the chart's pods ran because of their values)."""
+    image = node.images.rollgate
+    node.plane.kubectl("run", "untolerated", "-n", namespace,
+                       f"--image={image.repository}:{image.tag}", "--image-pull-policy=Never",
+                       "--restart=Never", "--command", "--", "true")
+
+    def refused() -> str:
+        pod = node.plane.get_json("-n", namespace, "pod", "untolerated")
+        for condition in pod.get("status", {}).get("conditions") or []:
+            if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                return str(condition.get("message", ""))
+        return ""
+
+    message = wait_for("the scheduler to refuse a pod without the toleration", refused,
+                       timeout=60)
+    # The scheduler's message names no key; the node's only taint is the test's.
+    assert "had untolerated taint" in message, message
+    (stored,) = node.plane.get_json("nodes")["items"]
+    assert [{k: t[k] for k in TAINT} for t in stored["spec"]["taints"]] == [TAINT]
 
 
 def run_renewal(plane: ControlPlane) -> None:
