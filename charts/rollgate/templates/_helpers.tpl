@@ -48,6 +48,44 @@ podLabels. (dict "name" <app.kubernetes.io/name> "extra" <podLabels>) */}}
 {{- toYaml (merge $own (.extra | default dict)) }}
 {{- end }}
 
+{{/* The scheduling and pod-metadata values of a pod that is not a Deployment's (the
+certificate Jobs', the renewal CronJob's, the `helm test` pod's), as YAML: each of
+nodeSelector, tolerations, affinity, priorityClassName, podLabels and podAnnotations is
+the pod's own (certificates.job.*, selftest.*) unless null, else the webhook's. As
+argo-helm's charts fall back to global.* for their hook Jobs, so one setting places
+every pod of the release; an empty own value ({}, [], "") means none.
+(dict "own" <values> "webhook" .Values.webhook) */}}
+{{- define "rollgate.podValues" -}}
+{{- $out := dict -}}
+{{- range $key := list "nodeSelector" "tolerations" "affinity" "priorityClassName" "podLabels" "podAnnotations" -}}
+{{- $v := index $.own $key -}}
+{{- if kindIs "invalid" $v }}{{ $v = index $.webhook $key }}{{ end -}}
+{{- $_ := set $out $key $v -}}
+{{- end -}}
+{{- toYaml $out }}
+{{- end }}
+
+{{/* A pod spec's priorityClassName, nodeSelector, tolerations and affinity, each only
+when set; every pod of the chart takes them from here (a dict holding those keys: the
+webhook or reconciler values, or rollgate.podValues). */}}
+{{- define "rollgate.podScheduling" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
 {{/* topologySpreadConstraints; one without labelSelector selects the pods' own name.
 (dict "name" <app.kubernetes.io/name> "constraints" <list>) */}}
 {{- define "rollgate.topologySpread" -}}
@@ -184,12 +222,14 @@ namespaceSelector:
 {{- end }}
 
 {{/* The spec of a Job that runs `rollgate certs` (dict: root, serviceAccount, script;
-ttl: the hook Jobs' ttlSecondsAfterFinished; restartPolicy, OnFailure unless given). The
-CronJob's Jobs get no TTL and restartPolicy Never, so a failed run stays, with the pod of
-each attempt and its log, until its history limit removes it (with OnFailure the Job
-controller deletes the pod when the Job fails). */}}
+ttl: the hook Jobs' ttlSecondsAfterFinished; restartPolicy, OnFailure unless given). Its
+pod is placed and labelled by certificates.job's pod values, else the webhook's
+(rollgate.podValues). The CronJob's Jobs get no TTL and restartPolicy Never, so a failed
+run stays, with the pod of each attempt and its log, until its history limit removes it
+(with OnFailure the Job controller deletes the pod when the Job fails). */}}
 {{- define "rollgate.certsJobSpec" -}}
 {{- $ := .root -}}
+{{- $pod := include "rollgate.podValues" (dict "own" $.Values.certificates.job "webhook" $.Values.webhook) | fromYaml -}}
 backoffLimit: 3
 {{- with .ttl }}
 ttlSecondsAfterFinished: {{ . }}
@@ -197,11 +237,15 @@ ttlSecondsAfterFinished: {{ . }}
 template:
   metadata:
     labels:
-      app.kubernetes.io/name: rollgate-certs
-      app.kubernetes.io/part-of: rollgate
+      {{- include "rollgate.podLabels" (dict "name" "rollgate-certs" "extra" $pod.podLabels) | nindent 6 }}
+    {{- with $pod.podAnnotations }}
+    annotations:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
   spec:
     serviceAccountName: {{ .serviceAccount }}
     restartPolicy: {{ .restartPolicy | default "OnFailure" }}
+    {{- include "rollgate.podScheduling" $pod | nindent 4 }}
     {{- with $.Values.imagePullSecrets }}
     imagePullSecrets:
       {{- toYaml . | nindent 6 }}

@@ -14,11 +14,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from harness import chart
 from harness.chart import merged as merged  # re-exported: callers layer values with it
@@ -232,6 +233,63 @@ def delete_namespace(plane: ControlPlane, namespace: str, *, timeout: float = 18
     if out.returncode != 0:
         raise AssertionError(f"namespace {namespace} not deleted after {timeout:.0f}s: "
                              f"{out.stderr}\n{diagnostics(plane, namespace)}")
+
+
+def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a LabelSelector (matchLabels, matchExpressions: In, NotIn, Exists,
+    DoesNotExist) selects an object with ``labels``, as the API server decides it: a
+    NetworkPolicy's podSelector checked against pods that may be gone by now."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for term in selector.get("matchExpressions") or []:
+        key, values = term["key"], term.get("values") or []
+        held = {"In": key in labels and labels[key] in values,
+                "NotIn": labels.get(key) not in values,
+                "Exists": key in labels,
+                "DoesNotExist": key not in labels}[term["operator"]]
+        if not held:
+            return False
+    return True
+
+
+@dataclass
+class PodWatch:
+    """Every pod of a namespace as last seen (``kubectl get pods --watch``), also those
+    of hook Jobs that Helm deletes once they succeeded, before a poll could list them."""
+
+    plane: ControlPlane
+    namespace: str
+    seen: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __enter__(self) -> Self:
+        argv = [str(self.plane.binaries.kubectl), f"--kubeconfig={self.plane.kubeconfig}",
+                "get", "pods", "-n", self.namespace, "--watch", "--output-watch-events",
+                "-o", "json"]
+        self._process = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._process.terminate()
+        self._process.wait(15)
+        self._thread.join(15)
+
+    def _read(self) -> None:
+        """Watch events are JSON documents one after another, each over several lines."""
+        assert self._process.stdout is not None
+        decoder = json.JSONDecoder()
+        buffer = ""
+        for line in self._process.stdout:
+            buffer += line
+            try:
+                event, end = decoder.raw_decode(buffer.lstrip())
+            except ValueError:
+                continue
+            buffer = buffer.lstrip()[end:]
+            pod = event["object"]
+            self.seen[pod["metadata"]["name"]] = pod
 
 
 # --------------------------------------------------------------------------- releases

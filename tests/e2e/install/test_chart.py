@@ -115,7 +115,8 @@ def test_template_applies_as_server_side_dry_run(control_plane, chart_crds, valu
     if values.get("monitoring"):
         assert {"ServiceMonitor", "PrometheusRule"} <= kinds(objects)
     if values.get("networkPolicy"):
-        assert [o["kind"] for o in objects].count("NetworkPolicy") == 2
+        # The webhook's, the reconciler's, the Jobs' and its pre-install hook copy.
+        assert [o["kind"] for o in objects].count("NetworkPolicy") == 4
     if values.get("admissionPolicy"):  # the API server compiles the CEL: a typo is refused
         assert [o["kind"] for o in objects].count("ValidatingAdmissionPolicy") == 2
     # The session plane has its own `rollgate` webhook configurations (by URL); a

@@ -19,6 +19,7 @@ import yaml
 
 from docgen import chart_values
 from harness import chart
+from harness.kits.node import selects
 from harness.kits.plane import tool_or_fail
 from testkit.paths import REPO_ROOT
 
@@ -290,6 +291,97 @@ def test_pod_values_reach_both_deployments():
             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
 
+PLACEMENT = {
+    "nodeSelector": {"pool": "system"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "system",
+                     "effect": "NoSchedule"}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["system"]}]}]}}},
+    "priorityClassName": "platform-critical",
+    "podLabels": {"team": "platform"},
+    "podAnnotations": {"sidecar.example/inject": "true"},
+}
+
+
+def other_pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The pod templates (metadata and spec) of every pod the chart makes besides the
+    Deployments': the two hook Jobs', the renewal CronJob's and the `helm test` pod."""
+    found = {}
+    for obj in objects:
+        template = {"Job": lambda o: o["spec"]["template"],
+                    "CronJob": lambda o: o["spec"]["jobTemplate"]["spec"]["template"],
+                    "Pod": lambda o: o}.get(obj["kind"])
+        if template is not None:
+            found[f"{obj['kind']}/{obj['metadata']['name']}"] = template(obj)
+    return found
+
+
+def placed(pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod template's six values as the chart rendered them (labels and annotations
+    without the chart's own)."""
+    spec, metadata = pod["spec"], pod["metadata"]
+    own = ("app.kubernetes.io/", "helm.sh/")
+    return {
+        **{k: spec[k] for k in ("nodeSelector", "tolerations", "affinity",
+                                "priorityClassName") if k in spec},
+        "podLabels": {k: v for k, v in metadata["labels"].items() if not k.startswith(own)},
+        "podAnnotations": {k: v for k, v in (metadata.get("annotations") or {}).items()
+                           if not k.startswith(own)},
+    }
+
+
+def test_every_other_pod_takes_the_webhooks_placement():
+    """The certificate Jobs, the CronJob's Jobs and the `helm test` pod fall back to the
+    webhook's scheduling and pod-metadata values (as argo-helm's charts fall back to
+    global.*): on a tainted node pool the pre-install hook runs where the webhook does.
+    The chart's labels and hook annotations stay; the reconciler's values are its own;
+    imagePullSecrets reach every pod."""
+    tool_or_fail()
+    secrets = [{"name": "registry-credentials"}]
+    objects = chart.render({"webhook": PLACEMENT, "reconciler": {"podLabels": {"r": "1"}},
+                            "imagePullSecrets": secrets})
+    pods = other_pods(objects)
+    for name in ("rollgate-webhook", "rollgate-reconciler"):
+        pods[f"Deployment/{name}"] = deployment(objects, name)["spec"]["template"]
+    assert all(p["spec"]["imagePullSecrets"] == secrets for p in pods.values())
+    assert placed(pods.pop("Deployment/rollgate-reconciler"))["podLabels"] == {"r": "1"}
+    assert placed(pods.pop("Deployment/rollgate-webhook")) == PLACEMENT
+    assert sorted(pods) == ["CronJob/rollgate-certs-renew", "Job/rollgate-certs-inject",
+                            "Job/rollgate-certs-secret", "Pod/rollgate-selftest"]
+    for name, pod in pods.items():
+        assert placed(pod) == PLACEMENT, name
+        want = "rollgate-selftest" if name.startswith("Pod/") else "rollgate-certs"
+        assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == want
+    assert pods["Pod/rollgate-selftest"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    # Nothing set: nothing rendered (the defaults place no pod).
+    for name, pod in other_pods(chart.render()).items():
+        assert placed(pod) == {"podLabels": {}, "podAnnotations": {}}, name
+
+
+def test_the_jobs_and_the_test_pod_have_their_own_placement():
+    """certificates.job.* and selftest.* win over the webhook's; an empty one removes
+    the webhook's (a sidecar annotation that would keep a Job from completing)."""
+    tool_or_fail()
+    jobs = {"nodeSelector": {"pool": "batch"}, "tolerations": [], "affinity": {},
+            "priorityClassName": "", "podLabels": {"job": "certs"}, "podAnnotations": {}}
+    selftest = {"nodeSelector": {"pool": "test"}, "podLabels": {"app.kubernetes.io/name": "x"}}
+    pods = other_pods(chart.render({"webhook": PLACEMENT, "certificates": {"job": jobs},
+                                    "selftest": selftest}))
+    for name in ("CronJob/rollgate-certs-renew", "Job/rollgate-certs-inject",
+                 "Job/rollgate-certs-secret"):
+        assert placed(pods[name]) == {"nodeSelector": {"pool": "batch"},
+                                      "podLabels": {"job": "certs"}, "podAnnotations": {}}
+    test_pod = pods["Pod/rollgate-selftest"]
+    # Its own podLabels replace the webhook's, and the chart's name label wins over them.
+    assert placed(test_pod) == {**PLACEMENT, "nodeSelector": {"pool": "test"}, "podLabels": {}}
+    assert test_pod["metadata"]["labels"]["app.kubernetes.io/name"] == "rollgate-selftest"
+    refused = chart.template({"certificates": {"job": {"tolerations": {"key": "x"}}}},
+                             check=False)
+    assert refused.returncode != 0
+    assert "/certificates/job/tolerations" in refused.stderr, refused.stderr
+
+
 def test_pod_defaults_are_the_fixed_values_they_replace():
     """The defaults render what the templates hard-coded before they became values."""
     tool_or_fail()
@@ -422,6 +514,45 @@ def test_network_policies_only_when_enabled():
     default = named(chart.render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
     assert default["rollgate-reconciler"]["spec"]["ingress"][0]["from"] == [
         {"namespaceSelector": {}}]
+
+
+def test_the_jobs_policy_selects_the_certificate_and_test_pods():
+    """With networkPolicy.enabled, rollgate-jobs selects the pods of the certificate
+    Jobs, the CronJob and `helm test` (a default-deny namespace would drop their calls):
+    no ingress, egress to the webhook pods' port and networkPolicy.jobs.apiServerEgress.
+    A hook copy exists before the pre-install Job runs, and only with the job source."""
+    tool_or_fail()
+    narrow = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443}]}]
+    objects = chart.render({"networkPolicy": {"enabled": True,
+                                              "jobs": {"apiServerEgress": narrow}},
+                            "webhook": {"port": 9443, "podLabels": {"team": "platform"}}})
+    policies = named(objects, "NetworkPolicy")
+    spec = policies["rollgate-jobs"]["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in spec
+    (to_webhook, *api_server) = spec["egress"]
+    assert to_webhook["ports"] == [{"port": 9443, "protocol": "TCP"}]
+    (peer,) = to_webhook["to"]
+    webhook = deployment(objects, "rollgate-webhook")["spec"]["template"]["metadata"]
+    assert selects(peer["podSelector"], webhook["labels"])
+    assert api_server == narrow
+    for name, pod in other_pods(objects).items():
+        assert selects(spec["podSelector"], pod["metadata"]["labels"]), name
+    for name in ("rollgate-webhook", "rollgate-reconciler"):
+        template = deployment(objects, name)["spec"]["template"]["metadata"]
+        assert not selects(spec["podSelector"], template["labels"]), name
+    hook = policies["rollgate-jobs-hook"]
+    assert hook["spec"] == spec
+    (secret_job,) = [o for o in objects if o["kind"] == "Job"
+                     and o["metadata"]["name"] == "rollgate-certs-secret"]
+    annotations, job = hook["metadata"]["annotations"], secret_job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == job["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert int(annotations["helm.sh/hook-weight"]) < int(job["helm.sh/hook-weight"])
+    default = named(chart.render({"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert default["rollgate-jobs"]["spec"]["egress"][1:] == [
+        {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}]
+    other = named(chart.render({"networkPolicy": {"enabled": True},
+                                "certificates": {"source": "secret"}}), "NetworkPolicy")
+    assert sorted(other) == ["rollgate-jobs", "rollgate-reconciler", "rollgate-webhook"]
 
 
 def test_failure_policy_and_the_admission_policy_follow_the_values():
