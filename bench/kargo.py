@@ -87,7 +87,7 @@ from harness.upstream import kargo, trees
 from harness.upstream import rollouts as argo_rollouts
 from reconciler.runtime.options import DEFAULT_WORKERS
 from schemas.constants import LABEL_STAGE
-from schemas.kinds import API_VERSION_KARGO, GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
+from schemas.kinds import GROUP_ARGO, GROUP_KARGO, VERSION_ARGO, VERSION_KARGO
 from testkit import kargo_shapes, objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -384,9 +384,8 @@ def seed(plane: ControlPlane, co: client.CustomObjectsApi, ns: str, n: int,
     the bench runs Kargo's controller alone (no webhooks, no management controller), so
     nothing would make one (``harness.upstream.kargo.label_as_project``)."""
     kargo.label_as_project(plane, ns)
-    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "warehouses", {
-        "apiVersion": API_VERSION_KARGO, "kind": "Warehouse", "metadata": {"name": "w"},
-        "spec": {"subscriptions": [{"image": {"repoURL": "registry.invalid/shop/web"}}]}})
+    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "warehouses",
+                                       objects.warehouse("w"))
     template = verdict_template(metrics_url, name=TEMPLATE, **RUNS[run])
     co.create_namespaced_custom_object(GROUP_ARGO, VERSION_ARGO, ns, "analysistemplates", template)
 
@@ -412,12 +411,10 @@ def promote_with_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -
 
     The real Kargo runs it."""
     stage, freight = f"s{i}", f"f-{i}"
-    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "promotions", {
-        "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
-        "metadata": {"name": f"{stage}.{ulid()}.{freight[:7]}".lower(), "ownerReferences": [{
-            "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": stage, "uid": uid,
-            "controller": True, "blockOwnerDeletion": True}]},
-        "spec": {"stage": stage, "freight": freight, "steps": STEPS}})
+    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, ns, "promotions",
+                                       objects.promotion(
+        f"{stage}.{ulid()}.{freight[:7]}".lower(), stage=stage, freight=freight,
+        owner={"metadata": {"uid": uid}}, steps=STEPS))
 
 
 def promote_as_kargo(co: client.CustomObjectsApi, ns: str, i: int, uid: str) -> None:

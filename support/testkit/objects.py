@@ -9,15 +9,18 @@ apply as the API server does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.verification.naming import freight_collection_id
-from schemas.kinds import KINDS
+from reconciler.verification.shards import LABEL_SHARD
+from schemas.kinds import API_VERSION_KARGO, KINDS
 
-# The apiVersion of each kind the tests build: the product's table of kinds.
+# The apiVersion of each kind the tests build: the product's table of kinds, and Kargo's
+# kinds the product never reads but tests make (a Project, its Warehouse, a Promotion).
 API_VERSIONS = {kind: f"{k.group}/{k.version}" if k.group else k.version
                 for kind, k in KINDS.items()}
+API_VERSIONS |= dict.fromkeys(("Project", "Warehouse", "Promotion"), API_VERSION_KARGO)
 
 
 def fresh_name() -> str:
@@ -134,6 +137,45 @@ def freight(name: str, *, namespace: str | None = None, warehouse: str = "guestb
         obj["images"] = images
     if commits is not None:
         obj["commits"] = commits
+    return obj
+
+
+def project(name: str) -> dict[str, Any]:
+    """A Kargo Project (cluster-scoped; Kargo makes its namespace). Kargo v1.11 keeps
+    a Project's settings in ProjectConfig, so it has no ``spec``."""
+    obj = k8s_object("Project", name=name)
+    del obj["spec"]
+    return obj
+
+
+def warehouse(name: str = "w", *, namespace: str | None = None,
+              repo: str = "registry.invalid/shop/web") -> dict[str, Any]:
+    """A Warehouse subscribed to one image repository (never polled: the tests write
+    their Freight themselves)."""
+    return k8s_object("Warehouse", name=name, namespace=namespace,
+                      spec={"subscriptions": [{"image": {"repoURL": repo}}]})
+
+
+def promotion(name: str, *, stage: str, freight: str, namespace: str | None = None,
+              owner: Mapping[str, Any] | None = None,
+              steps: list[dict[str, Any]] | None = None, **metadata: Any) -> dict[str, Any]:
+    """A Promotion of ``freight`` into ``stage``. With ``owner`` (the Stage object) and
+    ``steps`` it is whole, as Kargo's webhook completes one (the Stage its controller
+    owner, its shard label copied); without, it is a user's minimal one (``name`` ""
+    with ``generateName`` in ``metadata``: Kargo's webhook names it)."""
+    spec: dict[str, Any] = {"stage": stage, "freight": freight}
+    if steps is not None:
+        spec["steps"] = steps
+    if owner is not None:
+        shard = (owner["metadata"].get("labels") or {}).get(LABEL_SHARD)
+        if shard:
+            metadata["labels"] = {LABEL_SHARD: shard, **metadata.get("labels", {})}
+        metadata["ownerReferences"] = [{
+            "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": stage,
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    obj = k8s_object("Promotion", name=name, namespace=namespace, spec=spec, **metadata)
+    if not name:
+        del obj["metadata"]["name"]
     return obj
 
 

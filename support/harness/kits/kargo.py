@@ -33,7 +33,7 @@ from harness.plane import ControlPlane
 from harness.process import ManagedProcess
 from harness.upstream import kargo
 from reconciler.verification.shards import LABEL_SHARD
-from schemas.kinds import API_VERSION_KARGO, GROUP_KARGO, VERSION_KARGO
+from schemas.kinds import GROUP_KARGO, VERSION_KARGO
 from testkit import objects
 from testkit.net import send_json
 from testkit.waits import wait_for
@@ -131,10 +131,7 @@ class KargoProject(Cluster):
     def __init__(self, plane: ControlPlane, namespace: str) -> None:
         """``namespace``: a Project's namespace already."""
         super().__init__(plane, namespace)
-        self.apply({"apiVersion": API_VERSION_KARGO, "kind": "Warehouse",
-                    "metadata": {"name": "w"},
-                    "spec": {"subscriptions": [{"image": {
-                        "repoURL": "registry.invalid/shop/web"}}]}})
+        self.apply(objects.warehouse("w"))
         self.freight_names: dict[str, str] = {}
 
     @classmethod
@@ -176,18 +173,10 @@ class KargoProject(Cluster):
         freight = self.freight_names[alias]
         owner = self.get("stage", stage) or {}
         name = f"{stage}.{ulid()}.{freight[:7]}".lower()
-        # Kargo's webhook gives a Promotion its Stage's shard label; a sharded controller
-        # caches only the Promotions that carry it.
-        shard = (owner["metadata"].get("labels") or {}).get(LABEL_SHARD)
-        self.apply({
-            "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
-            "metadata": {"name": name, **({"labels": {LABEL_SHARD: shard}}
-                                          if shard else {}), "ownerReferences": [{
-                "apiVersion": API_VERSION_KARGO, "kind": "Stage", "name": stage,
-                "uid": owner["metadata"]["uid"], "controller": True,
-                "blockOwnerDeletion": True}]},
-            "spec": {"stage": stage, "freight": freight, "steps": STEPS},
-        })
+        # Whole, with the Stage's shard label: a sharded controller caches only the
+        # Promotions that carry it.
+        self.apply(objects.promotion(name, stage=stage, freight=freight, owner=owner,
+                                     steps=STEPS))
         return name
 
     def wait_promoted(self, stage: str, alias: str) -> dict[str, Any]:

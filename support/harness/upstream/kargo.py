@@ -42,7 +42,6 @@ from harness.plane import ControlPlane, PlaneError
 from harness.process import ManagedProcess, free_port, log_offset, logged, logged_all
 from harness.upstream import kargo_chart, trees
 from harness.upstream.trees import KARGO_NAMESPACE, KARGO_READY_LINE, PROJECT_LABEL
-from schemas.kinds import API_VERSION_KARGO
 from testkit import objects
 from testkit.waits import WaitTimeout, wait_for
 
@@ -138,8 +137,7 @@ def create_project(plane: ControlPlane, name: str, *, timeout: float = 60) -> st
     controller running, and wait until its namespace exists (Kargo's Project webhook
     creates it, labelled and with Kargo's finalizer) and Kargo says the Project is
     ``Ready``; returns the namespace's name."""
-    plane.apply_objects([{"apiVersion": API_VERSION_KARGO, "kind": "Project",
-                          "metadata": {"name": name}}])
+    plane.apply_objects([objects.project(name)])
     namespace = wait_for(f"namespace {name} of Project {name}",
                          lambda: _project_namespace(plane, name), timeout=timeout)
     if namespace["metadata"].get("labels", {}).get(PROJECT_LABEL) != "true":
@@ -271,8 +269,7 @@ def _webhooks_act(plane: ControlPlane) -> bool:
     Project namespace, and its Promotion defaulter (which runs before any validator)
     refuses a Promotion of a Stage that does not exist."""
     stage = _probe(plane, objects.stage("probe", warehouse="probe"))
-    promotion = _probe(plane, {"apiVersion": API_VERSION_KARGO, "kind": "Promotion",
-                               "spec": {"stage": "probe", "freight": "probe"}})
+    promotion = _probe(plane, objects.promotion("", stage="probe", freight="probe"))
     # Kargo's webhooks answer with a status of their own, which the API server passes on
     # as it is (without the usual "admission webhook ... denied the request").
     return ('namespace "kargo" is not a project' in stage

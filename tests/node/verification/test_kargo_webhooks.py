@@ -76,10 +76,9 @@ def test_a_promotion_kargos_webhook_completes_is_promoted_and_verified(
     project.stage("uat", templates=("two-step",))
     freight = project.freight_names["w1"]
     assert freight != "f-w1", "Kargo's webhook names Freight by its id"
-    out = project.kubectl("create", "-o", "json", "-f", "-", input=json.dumps({
-        "apiVersion": API_VERSION_KARGO, "kind": "Promotion",
-        "metadata": {"generateName": "promo-", "namespace": project.ns},
-        "spec": {"stage": "uat", "freight": freight}}))
+    out = project.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(
+        objects.promotion("", stage="uat", freight=freight, namespace=project.ns,
+                          generateName="promo-")))
     promotion = json.loads(out.stdout)
     assert promotion["metadata"]["name"].startswith("uat.")
     assert promotion["spec"]["steps"] == STEPS
