@@ -1,14 +1,16 @@
 """The job source's certificates renewed in the cluster as the chart and manifests/ run them
-(docs/install.md "Certificate renewal"): the CronJob ``rollgate-certs-renew`` every minute,
-a serving certificate of 6 minutes and a CA of 10, under a steady stream of admission
-calls, for a Helm install (`certificates.source=job`) and a kustomize one (the steps of
+(docs/install.md "Certificate renewal"): the CronJob ``rollgate-certs-renew`` every minute
+and a serving certificate of 6 minutes, under a steady stream of admission calls, for a
+Helm install (`certificates.source=job`) and a kustomize one (the steps of
 docs/install.md "Deployment", an overlay setting the lifetimes and the schedule). Serving
-certificates are re-issued, and the CA ages into its rotation, through the kubelet's
-refresh of the webhook pods' Secret volume; no call fails and no webhook pod restarts or
-is replaced. (The rotation of a CA whose key was lost runs the same steps after another
-first reason: tests/e2e/install/test_chart.py.) On the kustomize install, renewal then
-breaks and is repaired as docs/operating.md "RollgateWebhookCertificateRenewalOverdue"
-says (the CronJob is the same object in both: tests/e2e/install/test_chart.py)."""
+certificates are re-issued through the kubelet's refresh of the webhook pods' Secret
+volume; no call fails and no webhook pod restarts or is replaced. The CronJob is one
+object in both installs (tests/e2e/install/test_chart.py), so the CA's rotation, the
+longest wait here, is run once, on the kustomize install (a CA of 10 minutes ages into
+it); the Helm install's CA of an hour stays. (The rotation of a CA whose key was lost
+runs the same steps after another first reason: tests/e2e/install/test_chart.py.) On the
+kustomize install, renewal then breaks and is repaired as docs/operating.md
+"RollgateWebhookCertificateRenewalOverdue" says."""
 
 from __future__ import annotations
 
@@ -47,8 +49,10 @@ from testkit.waits import wait_for
 # for the kubelet to refresh the pods' Secret volume, the CA rotation included: the first
 # leaf of the new CA is issued the minute after the CA, the old leaf lasts until 9.
 LIFETIME, CA_LIFETIME, SCHEDULE = "6m", "10m", "* * * * *"
+# The Helm install's CA outlives the test: its serving certificate is renewed by the CA
+# the pre-install hook made.
 VALUES = {"certificates": {"source": "job", "job": {
-    "lifetime": LIFETIME, "caLifetime": CA_LIFETIME, "renewSchedule": SCHEDULE}}}
+    "lifetime": LIFETIME, "caLifetime": "1h", "renewSchedule": SCHEDULE}}}
 ROTATION_TIMEOUT = 15 * 60  # a wait, not an assertion on speed
 CRONJOB = "rollgate-certs-renew"
 SERVING = "rollgate-webhook-tls"
@@ -73,8 +77,13 @@ class Seen:
         self.bundle_sizes |= {len(x509.load_pem_x509_certificates(base64.b64decode(bundle)))
                               for bundle in ca_bundles(plane)}
 
-    def rotated(self, plane: ControlPlane) -> bool:
-        """A second CA came, and is now the only one every caBundle holds."""
+    def done(self, plane: ControlPlane, *, rotation: bool) -> bool:
+        """Two renewals of the serving certificate, and with ``rotation`` a second CA
+        that is now the only one every caBundle holds."""
+        if len(self.serving) < 3:
+            return False
+        if not rotation:
+            return True
         if len(self.cas) < 2:
             return False
         return ca_bundles(plane) == {base64.b64encode(self.cas[-1]).decode()}
@@ -116,22 +125,24 @@ def installed(request: pytest.FixtureRequest, node: NodeCluster,
 
 
 @pytest.mark.parametrize("installed", ["helm", "kustomize"], indirect=True)
-def test_renewals_and_a_ca_rotation_fail_no_call(installed: Release | Kustomized,
-                                                 namespace: str) -> None:
+def test_renewals_fail_no_call(installed: Release | Kustomized, namespace: str) -> None:
+    """Two serving renewals on either install; on the kustomize one a CA rotation too."""
     plane = installed.plane
+    rotation = isinstance(installed, Kustomized)
     plane.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "analysistemplate.yaml"))
     before = {p["metadata"]["name"] for p in pods(plane, NAMESPACE, WEBHOOK)}
     seen = Seen()
     with streaming(plane, namespace) as stream:
         seen.poll(plane)
         deadline = time.monotonic() + ROTATION_TIMEOUT
-        while not (seen.rotated(plane) and len(seen.serving) >= 3):
+        while not seen.done(plane, rotation=rotation):
             assert time.monotonic() < deadline, (
-                f"no CA rotation and 2 renewals in {ROTATION_TIMEOUT} s: {seen}\n"
+                f"not done in {ROTATION_TIMEOUT} s (rotation: {rotation}): {seen}\n"
                 + plane.kubectl("get", "jobs", "-n", NAMESPACE).stdout)
             seen.poll(plane)
             time.sleep(5)
-        # A minute more: calls made after the old CA left the bundles.
+        # A minute more: calls made after the last renewal (the old CA gone from the
+        # bundles) reached the pods.
         time.sleep(60)
     totals = stream.totals
     print(f"{totals.answered} calls answered, {totals.failed} failed; "
@@ -139,7 +150,9 @@ def test_renewals_and_a_ca_rotation_fail_no_call(installed: Release | Kustomized
           f"bundle sizes {sorted(seen.bundle_sizes)}")
     assert totals.failed == 0, "\n".join(totals.errors)
     assert totals.answered > 0
-    assert seen.bundle_sizes == {1, 2}  # the new CA joined before the old one left
+    # With a rotation the new CA joined before the old one left; without, one CA stayed.
+    assert seen.bundle_sizes == ({1, 2} if rotation else {1})
+    assert len(seen.cas) >= 2 if rotation else len(seen.cas) == 1
     after = pods(plane, NAMESPACE, WEBHOOK)
     assert {p["metadata"]["name"] for p in after} == before
     assert all(restarts(p) == 0 for p in after), [restarts(p) for p in after]
