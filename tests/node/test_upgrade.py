@@ -1,8 +1,10 @@
 """An upgrade from the previous release's chart and a rollback to it, as docs/install.md
 "Upgrade" writes them, under a stream of admission calls.
 
-The v0.1.0 chart comes from its tag (`git archive v0.1.0 charts/rollgate`) until a
-published release can be pulled from a registry. Both charts install the node's image
+The v0.1.0 chart is kept as its release packed it (`fixtures/rollgate-0.1.0.tgz`: `helm
+package` of charts/rollgate at commit 18c02599d9d6, CHANGELOG.md "0.1.0") until a
+published release can be pulled from a registry; a clone holds no tags, and CI's may
+hold no history. Both charts install the node's image
 (`image_values`): the image is the same and only the chart changes (v0.1.0's image is
 not on the node, and its chart pins none). Its objects differ from today's: among them
 the plugins' write RBAC, a ClusterRole of its own since then, which the upgrade adds and
@@ -14,7 +16,6 @@ the rollback replaces them again.
 
 from __future__ import annotations
 
-import subprocess
 import tarfile
 import time
 from pathlib import Path
@@ -26,9 +27,8 @@ from harness.kits.node import NAMESPACE, Release, denied_by_rollgate, image_valu
 from harness.kits.stream import streaming
 from harness.node.cluster import NodeCluster
 from testkit.denials import EXAMPLES
-from testkit.paths import REPO_ROOT
 
-PREVIOUS = "v0.1.0"
+PREVIOUS = Path(__file__).parent / "fixtures" / "rollgate-0.1.0.tgz"
 ADDED = "rollgate-reconciler-plugins-write"  # a ClusterRole the current chart adds
 # What a new image does to the pods' templates: both components' pods change.
 NEW_PODS = {component: {"podAnnotations": {"rollgate.dev/upgrade-test": "next"}}
@@ -36,18 +36,16 @@ NEW_PODS = {component: {"podAnnotations": {"rollgate.dev/upgrade-test": "next"}}
 QUIET_SECONDS = 10  # the stream runs this long before each change and after it settles
 
 
-def previous_chart(directory: Path) -> Path:
-    """The chart as tagged ``PREVIOUS``, extracted into ``directory``."""
-    archive = directory / "previous.tar"
-    subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "-o", str(archive), PREVIOUS,
-                    "charts/rollgate"], check=True, capture_output=True, timeout=60)
-    with tarfile.open(archive) as tar:
-        tar.extractall(directory, filter="data")
-    return directory / "charts" / "rollgate"
-
-
 def chart_version(path: Path) -> str:
-    return str(yaml.safe_load((path / "Chart.yaml").read_text())["version"])
+    """The version in Chart.yaml of a chart directory or of a package (``.tgz``)."""
+    if path.is_dir():
+        text = (path / "Chart.yaml").read_text()
+    else:
+        with tarfile.open(path) as tar:
+            member = tar.extractfile("rollgate/Chart.yaml")
+            assert member is not None, f"{path} holds no rollgate/Chart.yaml"
+            text = member.read().decode()
+    return str(yaml.safe_load(text)["version"])
 
 
 def has_added_role(rel: Release) -> bool:
@@ -65,9 +63,9 @@ def settled(rel: Release, namespace: str) -> None:
     time.sleep(QUIET_SECONDS)
 
 
-def test_upgrade_from_the_previous_chart_and_rollback(node: NodeCluster, namespace: str,
-                                                      tmp_path: Path) -> None:
-    previous = previous_chart(tmp_path)
+def test_upgrade_from_the_previous_chart_and_rollback(node: NodeCluster,
+                                                      namespace: str) -> None:
+    previous = PREVIOUS
     assert chart_version(previous) != chart_version(chart.CHART), "the same version twice"
     values = image_values(node.images.rollgate)
     rel = Release(node, chart_path=previous)
