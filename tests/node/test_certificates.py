@@ -28,11 +28,13 @@ from cryptography import x509
 
 from harness.kits.node import (
     NAMESPACE,
+    RENEW_CRONJOB,
     WEBHOOK,
     Kustomized,
     Release,
     image_values,
     pods,
+    renew_now,
     restarts,
 )
 from harness.kits.plane import ca_bundles
@@ -54,7 +56,7 @@ LIFETIME, CA_LIFETIME, SCHEDULE = "6m", "10m", "* * * * *"
 VALUES = {"certificates": {"source": "job", "job": {
     "lifetime": LIFETIME, "caLifetime": "1h", "renewSchedule": SCHEDULE}}}
 ROTATION_TIMEOUT = 15 * 60  # a wait, not an assertion on speed
-CRONJOB = "rollgate-certs-renew"
+CRONJOB = RENEW_CRONJOB
 SERVING = "rollgate-webhook-tls"
 
 
@@ -186,11 +188,7 @@ def runbook_renewal(plane: ControlPlane, *, timeout: float = 300) -> list[str]:
     deadline = time.monotonic() + timeout
     while not logs or "nothing to do" not in logs[-1]:
         assert time.monotonic() < deadline, "\n---\n".join(logs)
-        name = f"{CRONJOB}-manual-{int(time.time())}"
-        plane.kubectl("-n", NAMESPACE, "create", "job", f"--from=cronjob/{CRONJOB}", name)
-        plane.kubectl("-n", NAMESPACE, "wait", "--for=condition=complete", f"job/{name}",
-                      "--timeout=120s", timeout=130)
-        logs.append(plane.kubectl("-n", NAMESPACE, "logs", f"job/{name}").stdout)
+        logs.append(renew_now(plane, f"{CRONJOB}-manual-{int(time.time())}"))
         time.sleep(2)
     return logs
 

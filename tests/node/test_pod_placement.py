@@ -36,6 +36,7 @@ from harness.kits.node import (
     Release,
     image_values,
     merged,
+    renew_now,
     selects,
     wait_ready,
 )
@@ -114,7 +115,7 @@ def test_every_pod_is_placed_and_marked(installed: tuple[Release, PodWatch, str]
     tested = rel.test()
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "3 of 3 checks passed" in tested.stdout + tested.stderr
-    run_renewal(plane)
+    renew_now(plane, RENEWAL)
     want = placement(name)
     by_kind: dict[str, list[str]] = {}
     for pod_name, pod in watch.seen.items():
@@ -158,16 +159,6 @@ def check_the_taint_keeps_other_pods_off(node: NodeCluster, namespace: str) -> N
     assert "had untolerated taint" in message, message
     (stored,) = node.plane.get_json("nodes")["items"]
     assert [{k: t[k] for k in TAINT} for t in stored["spec"]["taints"]] == [TAINT]
-
-
-def run_renewal(plane: ControlPlane) -> None:
-    """What docs/operating.md tells an operator to run: the CronJob's Job, now."""
-    plane.kubectl("-n", NAMESPACE, "create", "job", "--from=cronjob/rollgate-certs-renew",
-                  RENEWAL)
-    done = plane.kubectl("-n", NAMESPACE, "wait", "--for=condition=complete",
-                         f"job/{RENEWAL}", "--timeout=180s", check=False, timeout=200)
-    logs = plane.kubectl("-n", NAMESPACE, "logs", f"job/{RENEWAL}", check=False)
-    assert done.returncode == 0, done.stderr + logs.stdout + logs.stderr
 
 
 def check_policies(plane: ControlPlane, watch: PodWatch, job_pods: list[str]) -> None:

@@ -457,6 +457,21 @@ class Kustomized:
         delete_namespace(self.plane, NAMESPACE)
 
 
+RENEW_CRONJOB = "rollgate-certs-renew"
+
+
+def renew_now(plane: ControlPlane, name: str, *, timeout: int = 180) -> str:
+    """docs/install.md "Certificate renewal"'s run now: `kubectl create job
+    --from=cronjob/rollgate-certs-renew <name>`, until it completes; its log (the
+    failure names the log too)."""
+    plane.kubectl("-n", NAMESPACE, "create", "job", f"--from=cronjob/{RENEW_CRONJOB}", name)
+    done = plane.kubectl("-n", NAMESPACE, "wait", "--for=condition=complete", f"job/{name}",
+                         f"--timeout={timeout}s", check=False, timeout=timeout + 20)
+    logs = plane.kubectl("-n", NAMESPACE, "logs", f"job/{name}", check=False)
+    assert done.returncode == 0, done.stderr + logs.stdout + logs.stderr
+    return logs.stdout
+
+
 def create_invalid(plane: ControlPlane, namespace: str) -> subprocess.CompletedProcess[str]:
     """A server-side dry run of the documented invalid Stage: what a user's create gets."""
     return plane.kubectl("create", "--dry-run=server", "-n", namespace, "-f", str(INVALID),
