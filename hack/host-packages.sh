@@ -6,6 +6,7 @@
 #   containerd runc containernetworking-plugins   the node's container runtime and CNI
 #   buildah debootstrap                           the images, made locally (no registry)
 #   iptables nftables                             kubelet's chains, and reading them back
+#   ipset                                         kube-router's firewall on the node (its sets)
 #   prometheus                                    promtool, for the alert rules' tests
 #
 # A package's maintainer script would start its service (prometheus, containerd) through
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 packages=(containerd runc containernetworking-plugins buildah debootstrap iptables nftables
-          prometheus)
+          ipset prometheus)
 log() { printf '[host-packages] %s\n' "$*" >&2; }
 
 missing=()

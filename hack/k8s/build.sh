@@ -34,9 +34,11 @@
 # `registry` builds, from the github.com/google/go-containerregistry module (wrapper
 # module hack/registry), the harness's OCI registry (hack/registry/main.go: TLS and basic
 # auth around the module's pkg/registry) and `crane`, which `make publish` pushes the
-# image with.
+# image with. `kube-router` builds cmd/kube-router of github.com/cloudnativelabs/kube-router/v2
+# (wrapper module hack/kube-router), whose firewall enforces NetworkPolicies on the node
+# for the tests that prove a policy's effect.
 #
-# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|crds|kargo|rollouts-manager]   (default: all)
+# Usage: hack/k8s/build.sh [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|kube-router|crds|kargo|rollouts-manager]   (default: all)
 #
 # Output, under ${ROLLGATE_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rollgate/k8s}:
 #   <kubernetes version>/              etcd kube-apiserver kube-controller-manager kubectl
@@ -49,6 +51,7 @@
 #   helm-<helm version>/               helm
 #   registry-<go-containerregistry version>/  registry crane
 #   cert-manager-<version>/            controller cainjector
+#   kube-router-<version>/             kube-router
 #   crds-cert-manager-<version>/       cert-manager's CRDs (YAML)
 #   crds-prometheus-operator-<version>/  servicemonitors and prometheusrules CRDs (YAML)
 #   chart-argo-rollouts-<chart version>/  argo-helm's argo-rollouts chart and LICENSE
@@ -57,7 +60,7 @@
 # Builds hold a lock on <cache>/.build.lock, so two concurrent runs (two terminals,
 # `make -j`, CI steps) wait for each other instead of writing the same files.
 # With ROLLGATE_K8S_BIN set, nothing is built: the binaries of the selected set
-# (all fifteen by default) are checked in that one directory.
+# (all sixteen by default) are checked in that one directory.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -73,6 +76,7 @@ helm_version="${HELM_VERSION}"
 cert_manager_version="${CERT_MANAGER_VERSION}"
 prometheus_operator_version="${PROMETHEUS_OPERATOR_VERSION}"
 ggcr_version="${GO_CONTAINERREGISTRY_VERSION}"
+kube_router_version="${KUBE_ROUTER_VERSION}"
 argo_helm_version="${ARGO_HELM_MODULE_VERSION}"
 rollouts_chart_version="${ARGO_ROLLOUTS_CHART_VERSION}"
 repo="$(dirname "${hack}")"
@@ -94,6 +98,7 @@ noop_src="${hack}/noop-webhook"
 helm_out="${cache}/helm-${helm_version}"
 registry_out="${cache}/registry-${ggcr_version}"
 cert_manager_out="${cache}/cert-manager-${cert_manager_version}"
+kube_router_out="${cache}/kube-router-${kube_router_version}"
 cert_manager_crds="${cache}/crds-cert-manager-${cert_manager_version}"
 monitoring_crds="${cache}/crds-prometheus-operator-${prometheus_operator_version}"
 rollouts_chart="${cache}/chart-argo-rollouts-${rollouts_chart_version}"
@@ -137,7 +142,7 @@ case "${what}" in
     all) upstream_binaries lenient kargo rollouts-manager
          binaries=("${k8s_binaries[@]}" "${rollouts_binaries[@]}" exprcheck noop-webhook
                    "${helm_binaries[@]}" "${registry_binaries[@]}" "${cert_manager_binaries[@]}"
-                   ${upstream[@]+"${upstream[@]}"}) ;;
+                   kube-router ${upstream[@]+"${upstream[@]}"}) ;;
     k8s) binaries=("${k8s_binaries[@]}") ;;
     rollouts) binaries=("${rollouts_binaries[@]}") ;;
     exprcheck) binaries=(exprcheck) ;;
@@ -145,9 +150,10 @@ case "${what}" in
     helm) binaries=("${helm_binaries[@]}") ;;
     registry) binaries=("${registry_binaries[@]}") ;;
     cert-manager) binaries=("${cert_manager_binaries[@]}") ;;
+    kube-router) binaries=(kube-router) ;;
     crds) binaries=() ;;
     kargo | rollouts-manager) upstream_binaries strict "${what}"; binaries=("${upstream[@]}") ;;
-    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
+    *) printf 'usage: %s [all|k8s|rollouts|exprcheck|noop-webhook|helm|registry|cert-manager|kube-router|crds|kargo|rollouts-manager]\n' "$0" >&2; exit 2 ;;
 esac
 
 dest_dir() {
@@ -160,6 +166,7 @@ dest_dir() {
         helm) printf '%s' "${helm_out}" ;;
         registry | crane) printf '%s' "${registry_out}" ;;
         controller | cainjector) printf '%s' "${cert_manager_out}" ;;
+        kube-router) printf '%s' "${kube_router_out}" ;;
         *) printf '%s' "${out}" ;;
     esac
 }
@@ -228,6 +235,10 @@ works() {
         argo-rollouts-manager)
             out="$("${bin}" -h 2>&1)" || return 1
             [[ "${out}" == *"health-probe-bind-address"* ]] || return 1 ;;
+        # `--version` prints the version upstream's Makefile sets (ldflags_kube_router).
+        kube-router) out="$("${bin}" --version 2>&1)" || return 1
+            [[ "${out}" == *"version ${kube_router_version},"* ]]
+            return ;;
         *) out="$("${bin}" --version 2>&1)" || return 1 ;;
     esac
     case "$(basename "${bin}")" in
@@ -280,6 +291,7 @@ check_pin "${hack}/exprcheck/go.mod" github.com/expr-lang/expr "${expr_version}"
 check_pin "${hack}/helm/go.mod" helm.sh/helm/v3 "${helm_version}"
 check_pin "${hack}/registry/go.mod" github.com/google/go-containerregistry "${ggcr_version}"
 check_pin "${hack}/cert-manager/go.mod" github.com/cert-manager/cert-manager "${cert_manager_version}"
+check_pin "${hack}/kube-router/go.mod" github.com/cloudnativelabs/kube-router/v2 "${kube_router_version}"
 
 mkdir -p "${cache}"
 lock="${cache}/.build.lock"
@@ -326,6 +338,11 @@ ldflags_helm="-s -w \
 ldflags_cert_manager="-s -w \
  -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=${cert_manager_version} \
  -X github.com/cert-manager/cert-manager/pkg/util.AppGitState=clean"
+
+# The variables upstream's Makefile sets (pkg/version), with the tag for its commit.
+ldflags_kube_router="-s -w \
+ -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${kube_router_version} \
+ -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=1970-01-01T00:00:00Z"
 
 started_all=${SECONDS}
 
@@ -419,6 +436,10 @@ if [[ "${what}" == all || "${what}" == cert-manager ]]; then
         "${ldflags_cert_manager}"
     build cainjector "${hack}/cert-manager" github.com/cert-manager/cert-manager/cmd/cainjector \
         "${ldflags_cert_manager}"
+fi
+if [[ "${what}" == all || "${what}" == kube-router ]]; then
+    build kube-router "${hack}/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+        "${ldflags_kube_router}"
 fi
 
 # cert-manager's deploy/crds are the sources of its chart's CRD templates: their only
@@ -518,6 +539,7 @@ case "${what}" in all | helm) log "helm ${helm_version} ready in ${helm_out}" ;;
 case "${what}" in all | registry) log "registry and crane (go-containerregistry ${ggcr_version}) ready in ${registry_out}" ;; esac
 case "${what}" in all | cert-manager)
     log "cert-manager ${cert_manager_version} (controller, cainjector) ready in ${cert_manager_out}" ;; esac
+case "${what}" in all | kube-router) log "kube-router ${kube_router_version} ready in ${kube_router_out}" ;; esac
 case "${what}" in all | crds) log "CRDs ready in ${cert_manager_crds} and ${monitoring_crds}" ;; esac
 for b in ${upstream[@]+"${upstream[@]}"}; do log "${b} ready in $(dest_dir "${b}") (from $(src_dir "${b}"))"; done
 log "done in $((SECONDS - started_all))s"
@@ -529,6 +551,7 @@ case "${what}" in
     helm) printf '%s\n' "${helm_out}" ;;
     registry) printf '%s\n' "${registry_out}" ;;
     cert-manager) printf '%s\n' "${cert_manager_out}" ;;
+    kube-router) printf '%s\n' "${kube_router_out}" ;;
     crds) printf '%s\n%s\n' "${cert_manager_crds}" "${monitoring_crds}" ;;
     kargo) printf '%s\n' "${kargo_out}" ;;
     rollouts-manager) printf '%s\n' "${manager_out}" ;;

@@ -9,25 +9,30 @@ their own values being left null), and run on the node, where a pod without the
 toleration is refused; `helm install --wait` finishes (its hooks ran) and `helm test`
 passes.
 
-The release namespace has a default-deny NetworkPolicy (ingress and egress) and the
-chart's NetworkPolicies are enabled; a renewal run (`kubectl create job
---from=cronjob/rollgate-certs-renew`) succeeds there. The node's CNI (the bridge plugin
-alone, support/harness/node/network.py) does NOT enforce NetworkPolicy: nothing here
-shows that traffic the policies leave out is dropped, nor that the chart's policies
-would let it through on a CNI that enforces them. What is asserted instead, on the
-live objects: the chart's policies select every certificate and `helm test` pod that
-ran, and give them egress to the API server's ports and, at the webhook port, to pods
-their rule selects, which are the live webhook pods.
+The release namespace has a default-deny NetworkPolicy (ingress and egress), the
+chart's NetworkPolicies are enabled, and kube-router's firewall enforces them all on the
+node (harness.upstream.kube_router) from before the install to the end: the hook Jobs
+ran under them, and so do `helm test` and a renewal run (`kubectl create job
+--from=cronjob/rollgate-certs-renew`) that must reach every webhook pod (a second CA in
+the caBundles leaves them only once a TLS handshake to each pod shows the serving
+certificate). That the policies are enforced is shown first: a pod of the namespace that
+no policy of the chart selects cannot open a connection to a webhook pod, and the same
+pod labelled as a certificate pod can. The stored policies are checked too: they select
+every certificate and `helm test` pod that ran.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from cryptography import x509
 
+from certs.pki import build_ca, cert_pem
 from harness.kits.node import (
     NAMESPACE,
     RECONCILER,
@@ -40,8 +45,10 @@ from harness.kits.node import (
     selects,
     wait_ready,
 )
+from harness.kits.plane import ca_bundles
 from harness.node.cluster import NodeCluster
 from harness.plane import ControlPlane
+from harness.upstream import kube_router
 from testkit.waits import wait_for
 
 TAINT = {"key": "rollgate-test", "value": "only", "effect": "NoSchedule"}
@@ -56,6 +63,11 @@ DEFAULT_DENY = {
 API_SERVER_EGRESS = [{"ports": [{"port": 443, "protocol": "TCP"},
                                 {"port": 6443, "protocol": "TCP"}]}]
 RENEWAL = "renew-now"
+CERTS_POD = {"app.kubernetes.io/name": "rollgate-certs"}
+# A probe connects this long after it starts, by when kube-router filters its traffic
+# (the test checks that it did before the probe connected).
+PROBE_DELAY = 20
+PROBES = UNSELECTED, AS_CERTS = "probe-unselected", "probe-as-certs"
 
 
 def node_name(plane: ControlPlane) -> str:
@@ -96,7 +108,7 @@ def installed(node: NodeCluster) -> Iterator[tuple[Release, PodWatch, str]]:
             "webhook": placement(name), "reconciler": placement(name),
             "networkPolicy": {"enabled": True, "webhook": {"egress": API_SERVER_EGRESS},
                               "reconciler": {"egress": API_SERVER_EGRESS}}})
-        with PodWatch(plane, NAMESPACE) as watch:
+        with kube_router.running_firewall(node), PodWatch(plane, NAMESPACE) as watch:
             rel.install(values)
             yield rel, watch, name
     finally:
@@ -112,13 +124,16 @@ def test_every_pod_is_placed_and_marked(installed: tuple[Release, PodWatch, str]
     check_the_taint_keeps_other_pods_off(rel.cluster, namespace)
     wait_ready(plane, NAMESPACE, selector=WEBHOOK, count=2)
     wait_ready(plane, NAMESPACE, selector=RECONCILER, count=2)
+    check_the_policies_are_enforced(rel.cluster)
     tested = rel.test()
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "3 of 3 checks passed" in tested.stdout + tested.stderr
-    renew_now(plane, RENEWAL)
+    check_a_renewal_reaches_every_webhook_pod(plane)
     want = placement(name)
     by_kind: dict[str, list[str]] = {}
     for pod_name, pod in watch.seen.items():
+        if pod_name in PROBES:  # the test's own, placed by hand
+            continue
         kind = pod["metadata"]["labels"]["app.kubernetes.io/name"]
         by_kind.setdefault(kind, []).append(pod_name)
         spec = pod["spec"]
@@ -159,6 +174,70 @@ def check_the_taint_keeps_other_pods_off(node: NodeCluster, namespace: str) -> N
     assert "had untolerated taint" in message, message
     (stored,) = node.plane.get_json("nodes")["items"]
     assert [{k: t[k] for k in TAINT} for t in stored["spec"]["taints"]] == [TAINT]
+
+
+def probe(node: NodeCluster, name: str, *, labels: dict[str, str], ip: str) -> bool:
+    """A pod of the release namespace with ``labels`` opens a TCP connection to ``ip``
+    at the webhook port once kube-router filters its traffic; whether it connected."""
+    image = node.images.rollgate
+    script = ("import socket, time\n"
+              f"time.sleep({PROBE_DELAY})\n"
+              f"socket.create_connection(({ip!r}, 8443), timeout=10).close()\n"
+              "print('connected')\n")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+           "spec": {"restartPolicy": "Never", "priorityClassName": PRIORITY_CLASS,
+                    "tolerations": [{**TAINT, "operator": "Equal"}],
+                    "containers": [{"name": "probe", "image": f"{image.repository}:{image.tag}",
+                                    "imagePullPolicy": "Never",
+                                    "command": ["python3", "-c", script]}]}}
+    plane = node.plane
+    plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+    def stored() -> dict[str, Any]:
+        found: dict[str, Any] = plane.get_json("-n", NAMESPACE, "pod", name)
+        return found
+    pod_ip = wait_for(f"{name}'s address", lambda: stored()["status"].get("podIP"),
+                      timeout=60)
+    # Within half the probe's delay, so the rule was there before it connected.
+    wait_for(f"kube-router to filter {name}'s traffic", lambda: kube_router.filters(pod_ip),
+             timeout=PROBE_DELAY / 2, interval=0.5)
+
+    def finished() -> str | None:
+        phase = str(stored()["status"]["phase"])
+        return phase if phase in ("Succeeded", "Failed") else None
+    phase = wait_for(f"{name} to finish", finished, timeout=PROBE_DELAY + 60)
+    log = plane.kubectl("-n", NAMESPACE, "logs", name, check=False)
+    plane.kubectl("-n", NAMESPACE, "delete", "pod", name, "--wait=false")
+    connected = phase == "Succeeded"
+    assert ("connected" in log.stdout) == connected, (phase, log.stdout + log.stderr)
+    return connected
+
+
+def check_the_policies_are_enforced(node: NodeCluster) -> None:
+    """A pod no policy of the chart selects is cut off from a webhook pod by the
+    default-deny policy; labelled as the certificate pods are, it gets through."""
+    webhook_pod = node.plane.get_json("-n", NAMESPACE, "pods", "-l", WEBHOOK)["items"][0]
+    ip = webhook_pod["status"]["podIP"]
+    assert not probe(node, UNSELECTED, labels={"app.kubernetes.io/name": "probe"}, ip=ip)
+    assert probe(node, AS_CERTS, labels=CERTS_POD, ip=ip)
+
+
+def check_a_renewal_reaches_every_webhook_pod(plane: ControlPlane) -> None:
+    """A second CA next to the active one in every caBundle: the renewal run retires it
+    only after a TLS handshake to each webhook pod showed the serving certificate."""
+    (active,) = ca_bundles(plane)
+    extra, _ = build_ca(common_name="rollgate-test-extra", lifetime=dt.timedelta(hours=1))
+    both = base64.b64encode(base64.b64decode(active) + cert_pem(extra)).decode()
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        config = plane.get_json(f"{kind}/rollgate")
+        patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": both}
+                 for i in range(len(config["webhooks"]))]
+        plane.kubectl("patch", f"{kind}/rollgate", "--type=json", "-p", json.dumps(patch))
+    assert ca_bundles(plane) == {both}
+    log = renew_now(plane, RENEWAL)
+    assert ca_bundles(plane) == {active}, log
+    assert len(x509.load_pem_x509_certificates(base64.b64decode(active))) == 1
 
 
 def check_policies(plane: ControlPlane, watch: PodWatch, job_pods: list[str]) -> None:

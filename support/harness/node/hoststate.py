@@ -1,9 +1,10 @@
 """What the node may change on the host, recorded before it starts and compared after it
-stops: kernel tunables, network links, mounts, cgroups, the firewall rulesets and the
-paths outside its own directory that kubelet, containerd, CNI and buildah write.
+stops: kernel tunables, network links, mounts, cgroups, the firewall rulesets, the IP
+sets (kube-router's firewall, harness.upstream.kube_router) and the paths outside its
+own directory that kubelet, containerd, CNI and buildah write.
 
-``capture()`` reads the host (read-only: ``iptables-save`` and ``nft list``, never a
-command that would create a table); ``differences()`` is pure.
+``capture()`` reads the host (read-only: ``iptables-save``, ``nft list`` and ``ipset
+list``, never a command that would create a table); ``differences()`` is pure.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class HostState:
     paths: list[str] = field(default_factory=list)
     iptables: dict[str, list[str]] = field(default_factory=dict)
     nft: list[str] = field(default_factory=list)
+    ipsets: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
@@ -100,6 +102,11 @@ def mounts() -> list[str]:
     return sorted(found)
 
 
+def ipsets() -> list[str]:
+    """The names of the kernel's IP sets (none where ``ipset`` is not installed)."""
+    return sorted(_run("ipset", "list", "-n").split())
+
+
 def cgroups() -> list[str]:
     """The top-level cgroups of each hierarchy, as ``<hierarchy>/<name>``."""
     found = []
@@ -122,6 +129,7 @@ def capture() -> HostState:
                   "ipv6": iptables_lines(_run("ip6tables-save"))},
         nft=[line.strip() for line in _run("nft", "list", "ruleset").splitlines()
              if line.strip()],
+        ipsets=ipsets(),
     )
 
 
@@ -134,7 +142,8 @@ def differences(before: HostState, after: HostState) -> list[str]:
                            ("mount", before.mounts, after.mounts),
                            ("cgroup", before.cgroups, after.cgroups),
                            ("path", before.paths, after.paths),
-                           ("nft", before.nft, after.nft)):
+                           ("nft", before.nft, after.nft),
+                           ("ipset", before.ipsets, after.ipsets)):
         found += [f"{what} added: {x}" for x in sorted(set(new) - set(old))]
         found += [f"{what} gone: {x}" for x in sorted(set(old) - set(new))]
     for family in sorted(set(before.iptables) | set(after.iptables)):

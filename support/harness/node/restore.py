@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -27,6 +28,7 @@ from harness.node.hoststate import (
     HostState,
     capture,
     differences,
+    ipsets,
     iptables_lines,
     mounts,
     sysctl_path,
@@ -38,6 +40,18 @@ NODE_CGROUPS = ("kubepods", "k8s.io")
 # kubelet's chains (pkg/kubelet/kubelet_network_linux.go) in the tables it touches.
 KUBELET_CHAINS = ("KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT",
                   "KUBE-NODE-PORT", "KUBE-PROXY-CANARY")
+# kube-router's firewall (pkg/controllers/netpol): its top-level chains, one per pod and
+# one per policy; and its IP sets (pkg/utils/ipset.go: IPv6 sets carry "inet6:").
+KUBE_ROUTER_CHAIN_PREFIXES = ("KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-")
+KUBE_ROUTER_SET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-", "TMP-", "inet6:")
+
+
+def kubelet_chain(name: str) -> bool:
+    return name in KUBELET_CHAINS
+
+
+def kube_router_chain(name: str) -> bool:
+    return name.startswith(KUBE_ROUTER_CHAIN_PREFIXES)
 
 Say = Callable[[str], None]
 
@@ -159,23 +173,59 @@ def _chains(lines: list[str]) -> dict[str, set[str]]:
     return tables
 
 
-def restore_firewall(baseline: HostState, say: Say) -> None:
-    """kubelet's chains (and the jumps to them) where they were not before; then the
-    nftables tables iptables-nft created for them, when the host had none of them."""
+def _jumps_to(lines: list[str], chains: set[str]) -> list[tuple[str, list[str]]]:
+    """(table, rule) of every rule of a normalised dump that jumps or goes to one of
+    ``chains``, as ``-A CHAIN ...`` arguments (kube-router's carry comments, so a rule is
+    deleted by its whole spec)."""
+    found = []
+    table = ""
+    for line in lines:
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith("-A "):
+            args = shlex.split(line)
+            targets = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("-j", "-g")}
+            if targets & chains:
+                found.append((table, args[1:]))
+    return found
+
+
+def remove_chains(baseline: HostState, *, owned: Callable[[str], bool], say: Say) -> None:
+    """The chains ``owned`` names that were not there before, in every table, with the
+    rules that jump to them."""
     for family, tool in (("ipv4", "iptables"), ("ipv6", "ip6tables")):
-        now = _chains(iptables_lines(_quiet(f"{tool}-save").stdout))
+        lines = iptables_lines(_quiet(f"{tool}-save").stdout)
+        now = _chains(lines)
         before = _chains(baseline.iptables.get(family, []))
-        for table, chains in now.items():
-            ours = sorted(c for c in chains - before.get(table, set()) if c in KUBELET_CHAINS)
-            for builtin in ("INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"):
-                for chain in ours:
-                    while _quiet(tool, "-t", table, "-D", builtin, "-j", chain).returncode == 0:
-                        pass
-            for chain in ours:
+        ours = {table: sorted(c for c in chains - before.get(table, set()) if owned(c))
+                for table, chains in now.items()}
+        for table, rule in _jumps_to(lines, {c for names in ours.values() for c in names}):
+            _quiet(tool, "-t", table, "-D", *rule)
+        for table, chains in ours.items():
+            for chain in chains:
                 _quiet(tool, "-t", table, "-F", chain)
+            for chain in chains:
                 _quiet(tool, "-t", table, "-X", chain)
-            if ours:
-                say(f"removed {family} {table} chains {', '.join(ours)}")
+            if chains:
+                say(f"removed {family} {table} chains {', '.join(chains)}")
+
+
+def remove_sets(baseline: HostState, say: Say) -> None:
+    """kube-router's IP sets that were not there before (once no rule uses them)."""
+    sets = [name for name in ipsets()
+            if name not in baseline.ipsets and name.startswith(KUBE_ROUTER_SET_PREFIXES)]
+    for name in sets:
+        _quiet("ipset", "destroy", name)
+    if sets:
+        say(f"removed {len(sets)} IP sets")
+
+
+def restore_firewall(baseline: HostState, say: Say) -> None:
+    """kubelet's and kube-router's chains (and the jumps to them) and kube-router's IP
+    sets, where they were not before; then the nftables tables iptables-nft created for
+    them, when the host had none of them."""
+    remove_chains(baseline, owned=lambda c: kubelet_chain(c) or kube_router_chain(c), say=say)
+    remove_sets(baseline, say)
     before_tables = {line.removesuffix("{").strip() for line in baseline.nft
                      if line.startswith("table ")}
     for line in _quiet("nft", "list", "tables").stdout.splitlines():
