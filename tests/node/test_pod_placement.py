@@ -176,13 +176,17 @@ def check_the_taint_keeps_other_pods_off(node: NodeCluster, namespace: str) -> N
     assert [{k: t[k] for k in TAINT} for t in stored["spec"]["taints"]] == [TAINT]
 
 
-def probe(node: NodeCluster, name: str, *, labels: dict[str, str], ip: str) -> bool:
+def probe(node: NodeCluster, name: str, *, labels: dict[str, str], ip: str) -> str:
     """A pod of the release namespace with ``labels`` opens a TCP connection to ``ip``
-    at the webhook port once kube-router filters its traffic; whether it connected."""
+    at the webhook port once kube-router filters its traffic: ``connected``, or
+    ``blocked`` and why."""
     image = node.images.rollgate
-    script = ("import socket, time\n"
+    script = ("import socket, sys, time\n"
               f"time.sleep({PROBE_DELAY})\n"
-              f"socket.create_connection(({ip!r}, 8443), timeout=10).close()\n"
+              "try:\n"
+              f"    socket.create_connection(({ip!r}, 8443), timeout=10).close()\n"
+              "except OSError as e:\n"
+              "    sys.exit(f'blocked: {e!r}')\n"
               "print('connected')\n")
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
@@ -209,9 +213,9 @@ def probe(node: NodeCluster, name: str, *, labels: dict[str, str], ip: str) -> b
     phase = wait_for(f"{name} to finish", finished, timeout=PROBE_DELAY + 60)
     log = plane.kubectl("-n", NAMESPACE, "logs", name, check=False)
     plane.kubectl("-n", NAMESPACE, "delete", "pod", name, "--wait=false")
-    connected = phase == "Succeeded"
-    assert ("connected" in log.stdout) == connected, (phase, log.stdout + log.stderr)
-    return connected
+    said = (log.stdout + log.stderr).strip()
+    assert said.startswith("connected" if phase == "Succeeded" else "blocked: "), (phase, said)
+    return said
 
 
 def check_the_policies_are_enforced(node: NodeCluster) -> None:
@@ -219,8 +223,11 @@ def check_the_policies_are_enforced(node: NodeCluster) -> None:
     default-deny policy; labelled as the certificate pods are, it gets through."""
     webhook_pod = node.plane.get_json("-n", NAMESPACE, "pods", "-l", WEBHOOK)["items"][0]
     ip = webhook_pod["status"]["podIP"]
-    assert not probe(node, UNSELECTED, labels={"app.kubernetes.io/name": "probe"}, ip=ip)
-    assert probe(node, AS_CERTS, labels=CERTS_POD, ip=ip)
+    # kube-router rejects what no policy allows (an ICMP port unreachable): the webhook
+    # pod, which the second probe reaches at the same port, is never asked.
+    blocked = probe(node, UNSELECTED, labels={"app.kubernetes.io/name": "probe"}, ip=ip)
+    assert blocked == "blocked: ConnectionRefusedError(111, 'Connection refused')", blocked
+    assert probe(node, AS_CERTS, labels=CERTS_POD, ip=ip) == "connected"
 
 
 def check_a_renewal_reaches_every_webhook_pod(plane: ControlPlane) -> None:
