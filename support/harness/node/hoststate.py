@@ -15,12 +15,12 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# What kubelet sets at start (and forwarding, which must stay as it was: pods are never
-# routed beyond the bridge).
+# What kubelet sets at start, forwarding (which must stay as it was: pods are never
+# routed beyond the bridge) and bridge netfilter (kube-router's firewall sets it).
 SYSCTLS = (
     "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
     "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward",
-    "net.ipv6.conf.all.forwarding",
+    "net.ipv6.conf.all.forwarding", "net.bridge.bridge-nf-call-iptables",
 )
 # Written outside the node's directory: kubelet's hard-coded device-plugins directory,
 # libcni's result cache, CNI's and buildah's locks, containerd's shims and runc's state.

@@ -12,6 +12,11 @@ which the node does not use). What a user sets for their cluster is set for the 
 node's name, the DaemonSet's ``NODE_NAME``). Its health port is a free one. Its proxy
 is never run (docs/development.md "NetworkPolicies on the node").
 
+Traffic between pods on the node's bridge passes the iptables chains only with
+``net.bridge.bridge-nf-call-iptables`` at 1, which kubeadm's preflight requires of every
+node (and the default where the kernel has bridge netfilter built in, as here):
+``running_firewall`` sets it for the test where it is 0 and puts it back after.
+
 ``running_firewall`` starts it for one test and, on the way out, stops it, runs
 ``kube-router --cleanup-config`` (the cleanup its user guide names) and then removes
 what that release's cleanup leaves (harness.node.restore: its chains and IP sets that
@@ -28,12 +33,14 @@ from pathlib import Path
 from harness import versions
 from harness.node import restore
 from harness.node.cluster import NodeCluster
+from harness.node.hoststate import sysctl_path
 from harness.paths import binary
 from harness.process import ManagedProcess, free_port, http_ok
 
 NAME = "kube-router"
 # kube-router's top-level chain for the pods' traffic (pkg/controllers/netpol).
 FORWARD_CHAIN = "KUBE-ROUTER-FORWARD"
+BRIDGED = sysctl_path("net.bridge.bridge-nf-call-iptables")
 
 
 def kube_router_binary() -> Path:
@@ -64,6 +71,9 @@ def filters(pod_ip: str) -> bool:
 @contextmanager
 def running_firewall(node: NodeCluster) -> Iterator[ManagedProcess]:
     """kube-router's firewall on ``node`` until the block ends (see the module)."""
+    bridged = BRIDGED.read_text().strip()
+    if bridged != "1":
+        BRIDGED.write_text("1")
     port = free_port()
     proc = node.plane.spawn(
         NAME, args(node, health_port=port), env=node.plane.child_env(),
@@ -78,3 +88,5 @@ def running_firewall(node: NodeCluster) -> Iterator[ManagedProcess]:
                        timeout=120, check=False)
         restore.remove_chains(node.baseline, owned=restore.kube_router_chain, say=node.say)
         restore.remove_sets(node.baseline, node.say)
+        if bridged != "1":
+            BRIDGED.write_text(bridged)
