@@ -1,11 +1,12 @@
 """Undo what a node changed on the host, and only that: after a clean stop, and at the
 next start after a killed run (the kernel ends the node's own processes with the
 harness, but containerd's shims, the pods' processes, mounts, network namespaces, the
-bridge, kubelet's firewall chains, cgroups and tunables outlive it).
+bridge, kubelet's and kube-router's firewall chains, kube-router's IP sets, cgroups and
+tunables outlive it).
 
 Everything is compared with the ``HostState`` recorded before the node first started:
-a chain, link, cgroup or path that existed then is left alone, a tunable goes back to
-its recorded value. Processes are ended only when their command line names the node's
+a chain, IP set, link, cgroup or path that existed then is left alone, a tunable goes
+back to its recorded value. Processes are ended only when their command line names the node's
 own directory (so a reused PID is never hit), or when they sit in a cgroup the node
 created.
 """
