@@ -243,6 +243,8 @@ def check_a_renewal_reaches_every_webhook_pod(plane: ControlPlane) -> None:
         plane.kubectl("patch", f"{kind}/rollgate", "--type=json", "-p", json.dumps(patch))
     assert ca_bundles(plane) == {both}
     log = renew_now(plane, RENEWAL)
+    assert ("caBundle: every webhook endpoint serves a certificate of the active CA: the "
+            "other CAs leave the caBundles") in log, log
     assert ca_bundles(plane) == {active}, log
     assert len(x509.load_pem_x509_certificates(base64.b64decode(active))) == 1
 
