@@ -56,7 +56,6 @@ LIFETIME, CA_LIFETIME, SCHEDULE = "6m", "10m", "* * * * *"
 VALUES = {"certificates": {"source": "job", "job": {
     "lifetime": LIFETIME, "caLifetime": "1h", "renewSchedule": SCHEDULE}}}
 ROTATION_TIMEOUT = 15 * 60  # a wait, not an assertion on speed
-CRONJOB = RENEW_CRONJOB
 SERVING = "rollgate-webhook-tls"
 
 
@@ -101,7 +100,7 @@ def short_lifetimes() -> list[dict[str, Any]]:
     shipped = "--lifetime 8760h --ca-lifetime 43800h"
     assert shipped in script, script
     short = script.replace(shipped, f"--lifetime {LIFETIME} --ca-lifetime {CA_LIFETIME}")
-    return [{"target": {"kind": "CronJob", "name": CRONJOB}, "patch": json.dumps([
+    return [{"target": {"kind": "CronJob", "name": RENEW_CRONJOB}, "patch": json.dumps([
         {"op": "replace", "path": "/spec/schedule", "value": SCHEDULE},
         {"op": "replace", "path": "/spec/jobTemplate/spec/template/spec/containers/0/args/0",
          "value": short}])}]
@@ -188,7 +187,7 @@ def runbook_renewal(plane: ControlPlane, *, timeout: float = 300) -> list[str]:
     deadline = time.monotonic() + timeout
     while not logs or "nothing to do" not in logs[-1]:
         assert time.monotonic() < deadline, "\n---\n".join(logs)
-        logs.append(renew_now(plane, f"{CRONJOB}-manual-{int(time.time())}"))
+        logs.append(renew_now(plane, f"{RENEW_CRONJOB}-manual-{int(time.time())}"))
         time.sleep(2)
     return logs
 
@@ -207,7 +206,7 @@ def test_the_runbook_repairs_a_failing_renewal(installed: Kustomized, namespace:
         first = serving(plane)
         wait_for("a renewal", lambda: serving(plane) != first, timeout=300, interval=2)
         broken = serving(plane)
-        plane.kubectl("-n", NAMESPACE, "patch", "role", CRONJOB, "--type=json", "-p",
+        plane.kubectl("-n", NAMESPACE, "patch", "role", RENEW_CRONJOB, "--type=json", "-p",
                       json.dumps([{"op": "replace", "path": "/rules/0/verbs",
                                    "value": ["update"]}]))
         (job, *_) = wait_for("a failed renewal Job", lambda: failed_jobs(plane), timeout=240,

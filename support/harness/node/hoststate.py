@@ -83,6 +83,11 @@ def iptables_lines(text: str) -> list[str]:
     return lines
 
 
+def iptables_rules(family: str) -> list[str]:
+    """The host's rules of ``family`` (``ipv4``, ``ipv6``), normalised (``iptables_lines``)."""
+    return iptables_lines(_run("iptables-save" if family == "ipv4" else "ip6tables-save"))
+
+
 def links() -> list[str]:
     """Network interface names (``ip -o link``), without the ``@peer`` suffix."""
     names = []
@@ -125,8 +130,7 @@ def capture() -> HostState:
         mounts=mounts(),
         cgroups=cgroups(),
         paths=[p for p in OUTSIDE_PATHS if Path(p).exists()],
-        iptables={"ipv4": iptables_lines(_run("iptables-save")),
-                  "ipv6": iptables_lines(_run("ip6tables-save"))},
+        iptables={family: iptables_rules(family) for family in ("ipv4", "ipv6")},
         nft=[line.strip() for line in _run("nft", "list", "ruleset").splitlines()
              if line.strip()],
         ipsets=ipsets(),

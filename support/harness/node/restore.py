@@ -30,7 +30,7 @@ from harness.node.hoststate import (
     capture,
     differences,
     ipsets,
-    iptables_lines,
+    iptables_rules,
     mounts,
     sysctl_path,
 )
@@ -195,7 +195,7 @@ def remove_chains(baseline: HostState, *, owned: Callable[[str], bool], say: Say
     """The chains ``owned`` names that were not there before, in every table, with the
     rules that jump to them."""
     for family, tool in (("ipv4", "iptables"), ("ipv6", "ip6tables")):
-        lines = iptables_lines(_quiet(f"{tool}-save").stdout)
+        lines = iptables_rules(family)
         now = _chains(lines)
         before = _chains(baseline.iptables.get(family, []))
         ours = {table: sorted(c for c in chains - before.get(table, set()) if owned(c))

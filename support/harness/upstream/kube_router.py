@@ -33,7 +33,7 @@ from pathlib import Path
 from harness import versions
 from harness.node import restore
 from harness.node.cluster import NodeCluster
-from harness.node.hoststate import sysctl_path
+from harness.node.hoststate import iptables_rules, sysctl_path
 from harness.paths import binary
 from harness.process import ManagedProcess, free_port, http_ok
 
@@ -56,16 +56,15 @@ def args(node: NodeCluster, *, health_port: int) -> list[str]:
             f"--health-port={health_port}"]
 
 
-def rules() -> str:
-    """The host's iptables rules (``iptables-save``), where kube-router's show."""
-    return subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=30,
-                          check=True).stdout
+def has_chain(name: str) -> bool:
+    return any(line.startswith(f":{name} ") or line == f":{name}"
+               for line in iptables_rules("ipv4"))
 
 
 def filters(pod_ip: str) -> bool:
     """kube-router has a rule for the pod at ``pod_ip`` (its traffic goes through the
     pod's firewall chain)."""
-    return f"{pod_ip}/32" in rules()
+    return any(f"{pod_ip}/32" in line for line in iptables_rules("ipv4"))
 
 
 @contextmanager
@@ -78,7 +77,7 @@ def running_firewall(node: NodeCluster) -> Iterator[ManagedProcess]:
     proc = node.plane.spawn(
         NAME, args(node, health_port=port), env=node.plane.child_env(),
         ready_check=lambda: http_ok(f"http://127.0.0.1:{port}/healthz")
-        and FORWARD_CHAIN in rules())
+        and has_chain(FORWARD_CHAIN))
     try:
         proc.wait_ready(120)
         yield proc
