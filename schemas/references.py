@@ -59,14 +59,21 @@ def describe(key: TemplateKey) -> str:
     return f"{key.kind} {short(key.name)}{where}"
 
 
+def _is_mapping(value: object) -> bool:
+    # Templates come from JSON: a dict is answered without the ABC's instance check,
+    # which a walk would otherwise run for every entry of every template (admission
+    # time, docs/benchmarks.md "Stage create overhead").
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _spec(template: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = template.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return spec if _is_mapping(spec) else {}
 
 
 def _entries(template: Mapping[str, Any], field_name: str) -> list[Mapping[str, Any]]:
     value = _spec(template).get(field_name)
-    return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+    return [e for e in value if _is_mapping(e)] if isinstance(value, list) else []
 
 
 def has_value(arg: Mapping[str, Any]) -> bool:
@@ -152,7 +159,7 @@ def walk_templates(
                 continue
             # Anything but a mapping is a broken look-up; treat it as an empty template
             # rather than guessing that it does not exist.
-            template: Mapping[str, Any] = result if isinstance(result, Mapping) else {}
+            template: Mapping[str, Any] = result if _is_mapping(result) else {}
             yield Found(index, key, template)
             nested = nested_refs(template, namespace=namespace)
             # Reversed so the first nested reference is popped (visited) first.

@@ -122,7 +122,8 @@ class ClusterLookups:
                 deadline: float | None, cached_only: bool = False) -> Any:
         found, value = self._cache.get(key)
         if found:
-            metrics.LOOKUPS.labels(key[0], "error" if isinstance(value, _Failed) else "hit").inc()
+            metrics.count_lookup(kind=key[0],
+                                 result="error" if isinstance(value, _Failed) else "hit")
         elif cached_only:
             raise MustWait(key)
         else:
@@ -130,7 +131,7 @@ class ClusterLookups:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    metrics.LOOKUPS.labels(key[0], "skipped").inc()
+                    metrics.count_lookup(kind=key[0], result="skipped")
                     raise schemas.LookupUnavailable("look-up budget of this request is spent")
                 timeout = min(timeout, remaining)
             # A failure after a wait cut short by the budget says nothing about the key:
@@ -144,7 +145,7 @@ class ClusterLookups:
                 value = _Failed(f"{type(exc).__name__}: {exc}")
             result = ("error" if isinstance(value, _Failed)
                       else "not_found" if value is None else "found")
-            metrics.LOOKUPS.labels(key[0], result).inc()
+            metrics.count_lookup(kind=key[0], result=result)
             if isinstance(value, _Failed):
                 # One line: what was looked up and why it failed (never the client's
                 # exception text, which carries the response headers).

@@ -100,6 +100,17 @@ def _series(endpoint: str, result: str) -> tuple[Counter, Histogram]:
     return REQUESTS.labels(endpoint, result), LATENCY.labels(endpoint, result)
 
 
+@functools.cache
+def _lookup_series(kind: str, result: str) -> Counter:
+    # As _series: the kinds are the three that are looked up (webhook.lookups), the
+    # results a fixed set.
+    return LOOKUPS.labels(kind, result)
+
+
+def count_lookup(*, kind: str, result: str) -> None:
+    _lookup_series(kind, result).inc()
+
+
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
     requests, latency = _series(endpoint, result)
     requests.inc()
