@@ -41,13 +41,17 @@ def _lookups(config: WebhookConfig) -> tuple[Lookups, Lookups]:
     return Lookups(), Lookups()
 
 
+# Built once: json.dumps with any non-default option builds an encoder on every call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _json(body: dict[str, Any]) -> Answer:
     # UTF-8 as is (JSON's encoding): kubectl shows a message's text as the webhook
     # wrote it, and an escaped "\u00e8" only costs bytes. JSON input may carry a lone
     # surrogate ("\ud800", e.g. in a uid) that UTF-8 cannot encode: then the answer
     # is escaped ASCII, which is still valid JSON.
     try:
-        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        data = _ENCODE(body).encode()
     except UnicodeEncodeError:
         data = json.dumps(body, separators=(",", ":")).encode()
     return Answer(200, data, _JSON)
