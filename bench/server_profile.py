@@ -14,7 +14,11 @@ as the server runs it (median of ``--iterations`` runs after a warm-up; microsec
 - ``app``: the app's whole answer (``App.respond``: routing, JSON, decision, metrics),
   and apart, what it is made of: ``json-decode``, ``decision``
   (``webhook.admission.review``, no look-ups), ``json-encode``, ``metrics``
-  (``webhook.metrics.observe``).
+  (``webhook.metrics.observe``);
+- ``app-cached-lookups``: the app's whole answer as a cluster's webhook gives it: the
+  Stage's two templates looked up through ``webhook.lookups.ClusterLookups``, answered
+  from its cache (as every request of ``bench.apply_overhead``'s timed creates is), so
+  the cross-object warnings run too.
 
 ``--gap-ms`` idles that long before each timed call, as the webhook idles between the API
 server's calls (its caches go cold: on this project's machine every phase takes several
@@ -24,13 +28,19 @@ sum is more than a request that runs them back to back costs). The sum of ``tls`
 it leaves out what only a real server has (the kernel's loopback, the threads' wake-up
 latency), which ``bench.apply_overhead`` measures end to end.
 
+``--evict-mib N`` also writes N MiB before each timed call: on a cluster the API server,
+etcd and the client run between two of the webhook's calls and take the CPU caches, which
+idling alone does not (docs/benchmarks.md "Inside the webhook server").
+
     .venv/bin/python -m bench.server_profile [--iterations 5000] [--gap-ms 0]
+                                             [--evict-mib 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import http.server
 import json
 import os
 import queue
@@ -45,17 +55,21 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from kubernetes import client as k8s
+
 import certs
 from bench.stats import report
-from testkit import reviews
+from testkit import objects, reviews
 from webhook import admission, metrics
 from webhook.config import Lookups, WebhookConfig
+from webhook.lookups import ClusterLookups
 from webhook.server.app import create_app
 from webhook.server.framing import Framer
 from webhook.server.http11 import Answer, answer_bytes, read_request
 from webhook.server.tls import harden
 
-BODY = json.dumps(reviews.review(reviews.valid_stage())).encode()
+STAGE_NAMESPACE = "guestbook"
+BODY = json.dumps(reviews.review(reviews.valid_stage(namespace=STAGE_NAMESPACE))).encode()
 # The head kube-apiserver v1.35 sends a webhook (net/http's, with its User-Agent).
 REQUEST = (b"POST /validate/stages?timeout=5s HTTP/1.1\r\nHost: rollgate-webhook.rollgate-"
            b"system.svc:443\r\nUser-Agent: kube-apiserver-admission\r\nContent-Length: %d\r\n"
@@ -65,11 +79,14 @@ ANSWER = b"x" * 300
 
 
 class Timer:
-    """Times calls, idling ``gap`` seconds before each (see the module docstring)."""
+    """Times calls, idling ``gap`` seconds and writing ``evict_bytes`` before each (see
+    the module docstring)."""
 
-    def __init__(self, *, iterations: int, gap: float) -> None:
+    def __init__(self, *, iterations: int, gap: float, evict_bytes: int = 0) -> None:
         self.iterations = iterations
         self.gap = gap
+        self._evict_from = bytes(evict_bytes)
+        self._evict_to = bytearray(evict_bytes)
 
     def median_us(self, fn: Callable[[], object]) -> float:
         return self.median_of(lambda: _timed(fn))
@@ -82,6 +99,8 @@ class Timer:
         for _ in range(self.iterations):
             if self.gap:
                 time.sleep(self.gap)
+            if self._evict_to:
+                self._evict_to[:] = self._evict_from
             taken.append(timed())
         return round(statistics.median(taken) / 1e3, 1)
 
@@ -175,20 +194,69 @@ def server_us(timer: Timer) -> dict[str, float]:
             "http": timer.median_us(http)}
 
 
+class _Templates(http.server.BaseHTTPRequestHandler):
+    """An API server holding the two templates the bench's Stage names: every GET is
+    answered with the template of that name."""
+
+    def do_GET(self) -> None:
+        cluster = "/clusteranalysistemplates/" in self.path
+        name = self.path.rsplit("/", 1)[1]
+        body = json.dumps(objects.analysis_template(
+            name, namespace=None if cluster else STAGE_NAMESPACE, cluster=cluster,
+            args=[{"name": "service-name"}, {"name": "api-token"}],
+            metrics=[{"name": name, "provider": {"web": {"url": "http://metrics.example/q"}}}],
+        )).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def cached_lookups() -> Lookups:
+    """The look-ups a cluster's webhook makes (``webhook.lookups.ClusterLookups``), with
+    the Stage's templates fetched once over HTTP, then answered from the cache only."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Templates)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = k8s.Configuration()
+        config.host = f"http://127.0.0.1:{server.server_address[1]}"
+        cluster = ClusterLookups(k8s.ApiClient(config), ttl=1e9)
+        for ref in json.loads(BODY)["request"]["object"]["spec"]["analysis"]["templates"]:
+            scope = ref["clusterScope"] is True
+            kind = "ClusterAnalysisTemplate" if scope else "AnalysisTemplate"
+            found = cluster.template(kind, STAGE_NAMESPACE, ref["templateName"])
+            assert found is not None, f"{kind} {ref['templateName']} was not fetched"
+    finally:
+        server.shutdown()
+        server.server_close()
+    return cluster.as_lookups(cached_only=True)
+
+
 def handler_us(timer: Timer) -> dict[str, float]:
     doc = json.loads(BODY)
     outcome = admission.review(doc, action="validate", resource="stages", lookups=Lookups(),
                                allow_http_plugins=False)
     assert outcome.body["response"]["allowed"] is True
     app = create_app(WebhookConfig(lookups=Lookups()))
+    encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    looked_up = create_app(WebhookConfig(lookups=cached_lookups()))
+    answer = looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
+    assert answer is not None and json.loads(answer.body)["response"] == outcome.body[
+        "response"], "the cached look-ups must answer, and add no warning"
     return {
         "app": timer.median_us(lambda: app.respond("POST", "/validate/stages", BODY)),
+        "app-cached-lookups": timer.median_us(lambda: looked_up.respond(
+            "POST", "/validate/stages", BODY, may_wait=False)),
         "json-decode": timer.median_us(lambda: json.loads(BODY)),
         "decision": timer.median_us(lambda: admission.review(
             doc, action="validate", resource="stages", lookups=Lookups(),
             allow_http_plugins=False)),
-        "json-encode": timer.median_us(lambda: json.dumps(
-            outcome.body, separators=(",", ":"), ensure_ascii=False).encode()),
+        # As the app encodes (webhook/server/app.py): one encoder, built once.
+        "json-encode": timer.median_us(lambda: encode(outcome.body).encode()),
         "metrics": timer.median_us(lambda: metrics.observe(
             endpoint="/validate/stages", result="allowed", seconds=0.0)),
     }
@@ -199,13 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=5000)
     p.add_argument("--gap-ms", type=float, default=0.0,
                    help="idle this long before each timed call (default 0)")
+    p.add_argument("--evict-mib", type=int, default=0,
+                   help="write this many MiB before each timed call (default 0)")
     args = p.parse_args(argv)
-    timer = Timer(iterations=args.iterations, gap=args.gap_ms / 1e3)
+    timer = Timer(iterations=args.iterations, gap=args.gap_ms / 1e3,
+                  evict_bytes=args.evict_mib << 20)
     handler = handler_us(timer)
     phases = {"tls": tls_us(timer), **server_us(timer), "hand-off": hand_off_us(timer),
               "app": handler.pop("app")}
     report({"request_bytes": len(REQUEST), "iterations": args.iterations,
-            "gap_ms": args.gap_ms, "median_us": phases,
+            "gap_ms": args.gap_ms, "evict_mib": args.evict_mib, "median_us": phases,
             "sum_us": round(sum(phases.values()), 1), "app_parts_median_us": handler})
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from schemas.constants import KIND_ANALYSIS_TEMPLATE, KIND_CLUSTER_ANALYSIS_TEMPLATE
 from schemas.findings import Finding, Path
@@ -59,7 +59,7 @@ def describe(key: TemplateKey) -> str:
     return f"{key.kind} {short(key.name)}{where}"
 
 
-def _is_mapping(value: object) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     # Templates come from JSON: a dict is answered without the ABC's instance check,
     # which a walk would otherwise run for every entry of every template (admission
     # time, docs/benchmarks.md "Stage create overhead").
