@@ -60,10 +60,11 @@ from kubernetes import client as k8s
 import certs
 from bench.stats import report
 from testkit import objects, reviews
+from testkit.net import send_json
 from webhook import admission, metrics
 from webhook.config import Lookups, WebhookConfig
 from webhook.lookups import ClusterLookups
-from webhook.server.app import create_app
+from webhook.server.app import create_app, encode_json
 from webhook.server.framing import Framer
 from webhook.server.http11 import Answer, answer_bytes, read_request
 from webhook.server.tls import harden
@@ -201,16 +202,10 @@ class _Templates(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         cluster = "/clusteranalysistemplates/" in self.path
         name = self.path.rsplit("/", 1)[1]
-        body = json.dumps(objects.analysis_template(
+        send_json(self, 200, objects.analysis_template(
             name, namespace=None if cluster else STAGE_NAMESPACE, cluster=cluster,
             args=[{"name": "service-name"}, {"name": "api-token"}],
-            metrics=[{"name": name, "provider": {"web": {"url": "http://metrics.example/q"}}}],
-        )).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            metrics=[{"name": name, "provider": {"web": {"url": "http://metrics.example/q"}}}]))
 
     def log_message(self, *args: object) -> None:
         pass
@@ -242,7 +237,6 @@ def handler_us(timer: Timer) -> dict[str, float]:
                                allow_http_plugins=False)
     assert outcome.body["response"]["allowed"] is True
     app = create_app(WebhookConfig(lookups=Lookups()))
-    encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
     looked_up = create_app(WebhookConfig(lookups=cached_lookups()))
     answer = looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
     assert answer is not None and json.loads(answer.body)["response"] == outcome.body[
@@ -255,8 +249,7 @@ def handler_us(timer: Timer) -> dict[str, float]:
         "decision": timer.median_us(lambda: admission.review(
             doc, action="validate", resource="stages", lookups=Lookups(),
             allow_http_plugins=False)),
-        # As the app encodes (webhook/server/app.py): one encoder, built once.
-        "json-encode": timer.median_us(lambda: encode(outcome.body).encode()),
+        "json-encode": timer.median_us(lambda: encode_json(outcome.body)),
         "metrics": timer.median_us(lambda: metrics.observe(
             endpoint="/validate/stages", result="allowed", seconds=0.0)),
     }

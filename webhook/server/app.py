@@ -45,16 +45,20 @@ def _lookups(config: WebhookConfig) -> tuple[Lookups, Lookups]:
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _json(body: dict[str, Any]) -> Answer:
+def encode_json(body: dict[str, Any]) -> bytes:
+    """An answer's body as the webhook writes it (bench/server_profile.py times it)."""
     # UTF-8 as is (JSON's encoding): kubectl shows a message's text as the webhook
     # wrote it, and an escaped "\u00e8" only costs bytes. JSON input may carry a lone
     # surrogate ("\ud800", e.g. in a uid) that UTF-8 cannot encode: then the answer
     # is escaped ASCII, which is still valid JSON.
     try:
-        data = _ENCODE(body).encode()
+        return _ENCODE(body).encode()
     except UnicodeEncodeError:
-        data = json.dumps(body, separators=(",", ":")).encode()
-    return Answer(200, data, _JSON)
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _json(body: dict[str, Any]) -> Answer:
+    return Answer(200, encode_json(body), _JSON)
 
 
 def _parse(raw: bytes) -> Any:

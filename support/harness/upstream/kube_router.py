@@ -57,6 +57,7 @@ def args(node: NodeCluster, *, health_port: int) -> list[str]:
 
 
 def has_chain(name: str) -> bool:
+    """kube-router has declared the chain ``name`` (in any table) on the host."""
     return any(line.startswith(f":{name} ") or line == f":{name}"
                for line in iptables_rules("ipv4"))
 
