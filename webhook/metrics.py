@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import deque
 
 from cryptography import x509
 from prometheus_client import (
@@ -107,18 +108,53 @@ def _lookup_series(kind: str, result: str) -> Counter:
     return LOOKUPS.labels(kind, result)
 
 
+# What observe() and count_lookup() were told, until flush() records it: the server
+# records a request's metrics once its answer is written (webhook.server.worker calls
+# App.after_answers). Under `python -m webhook` (PROMETHEUS_MULTIPROC_DIR set) every
+# increment takes a lock and writes a memory-mapped file, some 18 us a request once
+# the CPU caches are taken (docs/benchmarks.md "Inside the webhook server"), which the
+# API server would otherwise wait for.
+_requests: deque[tuple[str, str, float]] = deque()
+_lookups: deque[tuple[str, str]] = deque()
+# A caller that never flushes (the app used in-process) still records, in batches.
+_MAX_PENDING = 256
+
+
 def count_lookup(*, kind: str, result: str) -> None:
-    _lookup_series(kind, result).inc()
+    _lookups.append((kind, result))
+    if len(_lookups) > _MAX_PENDING:
+        flush()
 
 
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
-    requests, latency = _series(endpoint, result)
-    requests.inc()
-    latency.observe(seconds)
+    _requests.append((endpoint, result, seconds))
+    if len(_requests) > _MAX_PENDING:
+        flush()
+
+
+def flush() -> None:
+    """Record what :func:`observe` and :func:`count_lookup` queued. Any thread may call
+    it: each entry is taken once."""
+    while _requests:
+        try:
+            endpoint, result, seconds = _requests.popleft()
+        except IndexError:  # another thread took the last one
+            break
+        requests, latency = _series(endpoint, result)
+        requests.inc()
+        latency.observe(seconds)
+    while _lookups:
+        try:
+            kind, result = _lookups.popleft()
+        except IndexError:
+            break
+        _lookup_series(kind, result).inc()
 
 
 def exposition() -> tuple[bytes, str]:
-    """The text exposition and its content type, across workers when multiprocess."""
+    """The text exposition and its content type, across workers when multiprocess
+    (this worker's queued metrics recorded first)."""
+    flush()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)

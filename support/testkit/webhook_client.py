@@ -87,6 +87,7 @@ class Client:
                                  chunked=framer.chunked)
             assert exchanged is not None  # it may wait: there is always an answer
             answer = exchanged[0]
+            self.app.after_answers()  # the answer is "written", as a worker calls it then
         else:
             raise AssertionError(f"the server would wait for more of this request: {wire[:200]!r}")
         response = http.client.HTTPResponse(_Wire(answer))  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 import schemas
 from schemas.pointer import apply_patch
@@ -573,6 +574,37 @@ def test_metrics_count_requests_by_endpoint_and_result(client, post):
            'result="denied"}' in text
     assert 'endpoint="/validate/rolloutmanagers",result="bad_request"' in text
     assert "rollgate_webhook_request_duration_seconds_bucket" in text
+
+
+def _count(text: str, endpoint: str, result: str) -> float:
+    line = f'rollgate_webhook_requests_total{{endpoint="{endpoint}",result="{result}"}} '
+    return sum(float(x[len(line):]) for x in text.splitlines() if x.startswith(line))
+
+
+def test_a_requests_metrics_are_recorded_after_its_answer_and_before_any_scrape(client):
+    """What the API server waits for ends with the answer: the metrics are recorded when
+    the server says the answers are written (App.after_answers), and /metrics records
+    what is still queued before it renders, so a scrape never misses an answer."""
+    app = client.app
+    body = json.dumps(review(reviews.valid_stage())).encode()
+
+    def scraped() -> float:
+        answer = app.respond("GET", "/metrics", b"")
+        assert answer is not None
+        return _count(answer.body.decode(), VALIDATE_STAGES, "allowed")
+
+    def recorded() -> float:  # the registry as it is, nothing queued recorded first
+        value = REGISTRY.get_sample_value("rollgate_webhook_requests_total",
+                                          {"endpoint": VALIDATE_STAGES, "result": "allowed"})
+        return value or 0.0
+
+    before = scraped()
+    assert app.respond("POST", VALIDATE_STAGES, body) is not None
+    assert recorded() == before  # answered, not yet recorded
+    assert scraped() == before + 1  # recorded by the scrape
+    assert app.respond("POST", VALIDATE_STAGES, body) is not None
+    app.after_answers()
+    assert recorded() == before + 2
 
 
 def test_a_huge_denial_is_capped(post):

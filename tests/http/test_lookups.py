@@ -11,7 +11,6 @@ import json
 
 import pytest
 from kubernetes import client as k8s
-from prometheus_client import generate_latest
 
 import schemas
 import webhook
@@ -42,7 +41,7 @@ def test_unreachable_api_server_is_lookup_unavailable(unreachable_api):
     # the failure is remembered briefly: the second ask does not wait for the network
     with pytest.raises(schemas.LookupUnavailable):
         lookups.template("AnalysisTemplate", "guestbook", "success-rate")
-    text = generate_latest().decode()
+    text = metrics.exposition()[0].decode()  # what /metrics shows
     assert 'rollgate_webhook_lookups_total{kind="AnalysisTemplate",result="error"}' in text
 
 
@@ -244,6 +243,7 @@ def test_a_review_that_must_wait_is_answered_where_it_may_and_counted_once(templ
     body = json.dumps(reviews.review(reviews.valid_stage())).encode()
 
     def requests_counted() -> float:
+        app.after_answers()  # as the server does once it has written the answers
         return sum(s.value for m in metrics.REQUESTS.collect() for s in m.samples
                    if s.name.endswith("_total")
                    and s.labels.get("endpoint") == "/validate/stages")

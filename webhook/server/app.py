@@ -114,6 +114,11 @@ class App:
             log.exception("unhandled error", extra={"endpoint": path})
             return plain(500, "internal error")
 
+    def after_answers(self) -> None:
+        """The server has written the answers given so far: record their metrics now,
+        off the API server's wait (webhook.metrics)."""
+        metrics.flush()
+
     def _metrics(self, _body: bytes, _may_wait: bool) -> Answer:
         payload, content_type = metrics.exposition()
         return Answer(200, payload, content_type)

@@ -206,6 +206,7 @@ class WebhookWorker(Worker):
             for _ in threads:
                 self._work.put(None)
             self._close_all()
+            self._app.after_answers()
 
     def _turn(self) -> None:
         ready, self._ready = self._ready, {}
@@ -216,6 +217,9 @@ class WebhookWorker(Worker):
                 key.data(key.fileobj)  # a listener, or the wake-up pipe
         for conn in ready:
             self._on_event(conn)
+        # The answers of this turn are written: what the app records about them (its
+        # metrics) is done now, not before they were sent.
+        self._app.after_answers()
         self._sweep()
 
     def _stop(self) -> None:
@@ -491,6 +495,7 @@ class WebhookWorker(Worker):
         """A thread: do what the loop hands over, until told to stop."""
         while (work := self._work.get()) is not None:
             work()
+            self._app.after_answers()
 
     def _answer(self, conn: Conn, data: bytes, framer: Framer) -> None:
         """(A thread.) Answer a request, waiting for its look-ups if need be."""
