@@ -421,8 +421,9 @@ def compare(run: Run) -> dict[str, Any]:
 
 
 def handler_mean_ms(webhook_metrics: str) -> float | None:
-    """rollgate's own mean time to answer a Stage it allows (its handler: JSON, the
-    decision with its look-ups, metrics), over the whole run, warm-ups included."""
+    """rollgate's own mean time to answer a Stage it allows (its handler: JSON and the
+    decision with its look-ups; the metrics are recorded after the answer), over the
+    whole run, warm-ups included."""
     return mean_ms(webhook_metrics, "rollgate_webhook_request_duration_seconds",
                    endpoint="/validate/stages", result="allowed")
 

@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
 
 import certs
 from testkit import reviews
+from testkit.waits import wait_for
 from testkit.webhook_server import WebhookServer, serve
 
 
@@ -185,6 +188,30 @@ def _review(conn: http.client.HTTPSConnection, uid: str) -> http.client.HTTPResp
     resp = conn.getresponse()
     resp.read()
     return resp
+
+
+def test_a_worker_records_its_answers_metrics_without_being_scraped(tmp_path: Path) -> None:
+    """The metrics are recorded after the answer is written, by the worker that wrote
+    it, not only when /metrics is asked (which records its own worker's queue first):
+    read from the workers' metrics files, with no scrape made."""
+    metrics_dir = tmp_path / "metrics"
+    metrics_dir.mkdir()
+
+    def allowed() -> float:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(metrics_dir))
+        value = registry.get_sample_value("rollgate_webhook_requests_total",
+                                          {"endpoint": "/validate/stages", "result": "allowed"})
+        return value or 0.0
+
+    with serve(tmp_path, workers=2, threads=2,
+               env={"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}) as (srv, _paths):
+        conn = srv.connect()
+        for uid in ("m-1", "m-2", "m-3"):
+            assert _review(conn, uid).status == 200
+        conn.close()
+        wait_for("the three answers counted in the metrics files",
+                 lambda: allowed() == 3.0, timeout=10)
 
 
 def test_a_stopping_server_answers_kept_alive_connections_then_closes_them(

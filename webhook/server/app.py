@@ -117,7 +117,12 @@ class App:
     def after_answers(self) -> None:
         """The server has written the answers given so far: record their metrics now,
         off the API server's wait (webhook.metrics)."""
-        metrics.flush()
+        try:
+            metrics.flush()
+        except Exception:
+            # The worker calls this from its loop and its threads: a metrics fault is
+            # logged, never allowed to stop either.
+            log.exception("could not record the metrics of answered requests")
 
     def _metrics(self, _body: bytes, _may_wait: bool) -> Answer:
         payload, content_type = metrics.exposition()
