@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import deque
+from collections.abc import Callable
 
 from cryptography import x509
 from prometheus_client import (
@@ -108,14 +109,13 @@ def _lookup_series(kind: str, result: str) -> Counter:
     return LOOKUPS.labels(kind, result)
 
 
-# What observe() and count_lookup() were told, until flush() records it: the server
-# records a request's metrics once its answer is written (webhook.server.worker calls
-# App.after_answers). Under `python -m webhook` (PROMETHEUS_MULTIPROC_DIR set) every
-# increment takes a lock and writes a memory-mapped file, some 18 us a request once
-# the CPU caches are taken (docs/benchmarks.md "Inside the webhook server"), which the
-# API server would otherwise wait for.
-_requests: deque[tuple[str, str, float]] = deque()
-_lookups: deque[tuple[str, str]] = deque()
+# The recordings observe() and count_lookup() were asked for, until flush() makes them:
+# the server records a request's metrics once its answer is written
+# (webhook.server.worker calls App.after_answers). Under `python -m webhook`
+# (PROMETHEUS_MULTIPROC_DIR set) every increment takes a lock and writes a memory-mapped
+# file, some 18 us a request once the CPU caches are taken (docs/benchmarks.md "Inside
+# the webhook server"), which the API server would otherwise wait for.
+_pending: deque[tuple[Callable[[float], None], float]] = deque()
 # A bound on what waits, for a caller that never flushes (the app timed in-process by
 # bench.server_profile): past it the queue is recorded at once. The server flushes after
 # every turn of its loop, so it never comes near.
@@ -123,38 +123,32 @@ _MAX_PENDING = 10_000
 
 
 def count_lookup(*, kind: str, result: str) -> None:
-    _lookups.append((kind, result))
+    _pending.append((_lookup_series(kind, result).inc, 1.0))
     _bound()
 
 
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
-    _requests.append((endpoint, result, seconds))
+    requests, latency = _series(endpoint, result)
+    _pending.append((requests.inc, 1.0))
+    _pending.append((latency.observe, seconds))
     _bound()
 
 
 def _bound() -> None:
-    if len(_requests) + len(_lookups) > _MAX_PENDING:
+    if len(_pending) > _MAX_PENDING:
         flush()
 
 
 def flush() -> None:
-    """Record what :func:`observe` and :func:`count_lookup` queued. Any thread may call
-    it: each entry is taken once (popped, then recorded: a scrape in between sees it at
+    """Make the recordings :func:`observe` and :func:`count_lookup` queued. Any thread
+    may call it: each is taken once (taken, then made: a scrape in between sees it at
     the next scrape)."""
-    while True:
+    while _pending:
         try:
-            endpoint, result, seconds = _requests.popleft()
-        except IndexError:  # empty, or another thread took the last one
+            record, value = _pending.popleft()
+        except IndexError:  # another thread took the last one
             break
-        requests, latency = _series(endpoint, result)
-        requests.inc()
-        latency.observe(seconds)
-    while True:
-        try:
-            kind, result = _lookups.popleft()
-        except IndexError:
-            break
-        _lookup_series(kind, result).inc()
+        record(value)
 
 
 def exposition() -> tuple[bytes, str]:

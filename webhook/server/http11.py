@@ -63,14 +63,10 @@ class Answer:
 class App(Protocol):
     """What :func:`exchange` serves: ``webhook.server.app.App``. With ``may_wait`` False
     it answers None where the answer would have to wait (a look-up the cache cannot
-    answer): the caller asks again where waiting is allowed. Whoever writes the answers
-    calls ``after_answers`` then, for what need not hold them up (their metrics)."""
+    answer): the caller asks again where waiting is allowed."""
 
     def respond(self, method: str, path: str, body: bytes, *,
                 may_wait: bool = True) -> Answer | None: ...
-
-    def after_answers(self) -> None:
-        """Called once the answers given so far are written (the server's worker does)."""
 
 
 def plain(status: int, text: str, *, fields: Sequence[tuple[str, str]] = ()) -> Answer:

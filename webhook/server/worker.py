@@ -64,7 +64,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from gunicorn.workers.base import Worker
 
@@ -138,6 +138,14 @@ class Conn:
         self.drain_plain = False  # drain decrypted body bytes (True) or raw bytes
 
 
+class ServedApp(App, Protocol):
+    """What the worker serves (``webhook.server.app.App``): an app :func:`exchange` can
+    ask, told when the answers it gave are written, for the work that need not hold
+    them up (their metrics)."""
+
+    def after_answers(self) -> None: ...
+
+
 def _record_certificate(certfile: str) -> None:
     # Imported here: prometheus-client must not be imported before python -m webhook
     # has set PROMETHEUS_MULTIPROC_DIR, and python -m webhook imports this module first.
@@ -179,7 +187,7 @@ class WebhookWorker(Worker):
 
     def run(self) -> None:
         # What gunicorn loaded (its "WSGI app"): webhook.server.app.App, not a WSGI callable.
-        self._app: App = cast(App, self.wsgi)
+        self._app: ServedApp = cast(ServedApp, self.wsgi)
         # What was loaded so far (the app, its compiled schemas: some 30,000 objects) is
         # never garbage: the cyclic collector's full passes skip it from now on (4.4 ms
         # each, that an admission request would wait behind, otherwise).
@@ -217,7 +225,8 @@ class WebhookWorker(Worker):
                 key.data(key.fileobj)  # a listener, or the wake-up pipe
         for conn in ready:
             self._on_event(conn)
-        # The answers of this turn are written: what the app records about them (its
+        # The answers of this turn are written, a thread's included (it hands the
+        # connection back through this loop): what the app records about them (its
         # metrics) is done now, not before they were sent.
         self._app.after_answers()
         self._sweep()
@@ -495,7 +504,6 @@ class WebhookWorker(Worker):
         """A thread: do what the loop hands over, until told to stop."""
         while (work := self._work.get()) is not None:
             work()
-            self._app.after_answers()
 
     def _answer(self, conn: Conn, data: bytes, framer: Framer) -> None:
         """(A thread.) Answer a request, waiting for its look-ups if need be."""

@@ -118,9 +118,6 @@ class _Echo:
             return None
         return Answer(200, f"{method} {path} {len(body)}".encode())
 
-    def after_answers(self) -> None:
-        pass
-
 
 def test_exchange_asks_the_app_and_keeps_the_connection_unless_stopping():
     wire = b"HEAD /healthz HTTP/1.1\r\nHost: w\r\n\r\n"
