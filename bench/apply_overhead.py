@@ -6,9 +6,12 @@ webhook over TLS, registered by URL and looking templates up through the API)
 and creates valid Kargo v1 Stages (``spec.requestedFreight`` and ``spec.verification``
 naming an AnalysisTemplate and a ClusterAnalysisTemplate that exist, so the webhook has
 nothing to warn about) with the official Python client, one at a time as ``kubectl
-apply`` does, under four set-ups:
+apply`` does, under four set-ups, all registered at once, each bound to a namespace of its own
+(``bench-apply-<set-up>``, labelled ``bench.rollgate.dev/setup``: every webhook's and
+the policy's namespaceSelector gains that one requirement, so the API server calls each
+for its own namespace's Stages only):
 
-- ``none``: no webhook configuration, no policy;
+- ``none``: no webhook and no policy sees its namespace;
 - ``rollgate``: the two webhook configurations from manifests/webhook, matchConditions
   included (a Stage create calls validate-stages only: one round trip);
 - ``noop``: the floor of any webhook: hack/noop-webhook (Go, standard library, allows
@@ -20,20 +23,21 @@ apply`` does, under four set-ups:
   subdomains, no template twice, no arg name twice, no reserved run label), bound with
   the webhook's namespace selector.
 
-Each round runs every set-up once, in an order rotated from round to round so that load
-from others on a shared machine falls on all of them alike; a set-up is switched on and
-waited for (server-side dry runs show it active), warmed up, then ``--creates`` creates
-are timed on the client, and its Stages are deleted (not timed). Prints per set-up the
+Before the rounds, server-side dry runs show each namespace admitted by its own set-up
+and no other. Each round warms every set-up up (``--warmup`` creates), then times
+``--creates`` cycles of one create per set-up, in an order shuffled for each cycle, so
+that load from others on a shared machine, a burst included, falls on all set-ups
+alike; then the round's Stages are deleted (not timed). Prints per set-up the
 median, p90 and p99 of a create; the overheads over ``none`` (p50: difference of
 medians; p99: the set-up's p99 minus the bare median) and the median over rounds of each
-round's median overhead, which drifting load disturbs less; rollgate's overhead as a
+round's median overhead; rollgate's overhead as a
 ratio to the Go no-op's, at p50 and p99 and per round, and to the CEL policy's; the
 API server's own mean time per webhook call under each set-up (its
 ``apiserver_admission_webhook_admission_duration_seconds``, during the timed creates);
 rollgate's own handler time (``rollgate_webhook_request_duration_seconds``); and the
 load average. Nothing is asserted about the figures. ``--base-tree DIR`` adds
 ``rollgate-base``: the webhook of another checkout (an older commit), registered as
-rollgate's, for a before/after in one run.
+rollgate's under names of its own, for a before/after in one run.
 
 bench/apply_overhead_node.py runs the same set-ups on the node: rollgate installed by
 its chart and the no-op as pods, each called through its Service.
@@ -45,18 +49,19 @@ its chart and the no-op as pods, each called through its Service.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
+import random
 import re
 import ssl
 import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes import client
 
@@ -73,16 +78,15 @@ from testkit import objects
 ROOT = Path(__file__).resolve().parent.parent
 
 NS = "bench-apply"
-SETUPS = ("none", "rollgate", "noop", "cel")
 BASE = "rollgate-base"  # rollgate from another checkout (--base-tree)
 VALIDATE_STAGES = "validate-stages.rollgate.dev"
 POLICY = "bench-stage-verification"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
-def template(kind: str, name: str, metric: str) -> dict[str, Any]:
+def template(kind: str, name: str, metric: str, *, namespace: str = "") -> dict[str, Any]:
     return objects.analysis_template(
-        name, namespace=NS, cluster=kind == "ClusterAnalysisTemplate",
+        name, namespace=namespace, cluster=kind == "ClusterAnalysisTemplate",
         args=[{"name": "service"}],
         metrics=[{"name": metric, "provider": {"web": {
             "url": "http://metrics.example/{{args.service}}"}}}])
@@ -176,126 +180,152 @@ def mean_ms(metrics_text: str, metric: str, /, **labels: str) -> float | None:
 
 
 WEBHOOK_CALLS = "apiserver_admission_webhook_admission_duration_seconds"
+# Each set-up's namespace carries it in this label; each set-up is bound by it.
+SETUP_LABEL = "bench.rollgate.dev/setup"
 
 
-def webhook_calls(plane: ControlPlane, webhook: str) -> float:
-    """How many times the API server has called ``webhook`` (its own metric)."""
-    text = plane.kubectl("get", "--raw", "/metrics").stdout
-    return histogram(text, WEBHOOK_CALLS, name=webhook)["count"]
+def namespace(setup: str) -> str:
+    """The namespace whose Stages ``setup`` admits (and no other set-up sees)."""
+    return f"{NS}-{setup}"
 
 
-class Setups(Protocol):
-    """Switches a cluster between the set-ups and waits until the API server admits by
-    the one asked for."""
-
-    current: str
-    plane: ControlPlane
-
-    def switch(self, setup: str) -> None: ...
-
-    def webhook(self, setup: str) -> str | None:
-        """The name of the webhook the API server calls for a Stage create under
-        ``setup``, None for a set-up without one."""
+def narrowed(selector: dict[str, Any] | None, setup: str) -> dict[str, Any]:
+    """``selector`` (a namespaceSelector) that also asks for the namespace of ``setup``."""
+    out = copy.deepcopy(selector or {})
+    out.setdefault("matchExpressions", []).append(
+        {"key": SETUP_LABEL, "operator": "In", "values": [setup]})
+    return out
 
 
-Toggle = tuple[Callable[[], None], Callable[[], None]]
+def bound(config: dict[str, Any], setup: str) -> dict[str, Any]:
+    """A webhook configuration as given, each webhook seeing only the namespace of
+    ``setup`` (its own namespaceSelector gains one requirement)."""
+    config = copy.deepcopy(config)
+    for hook in config["webhooks"]:
+        hook["namespaceSelector"] = narrowed(hook.get("namespaceSelector"), setup)
+    return config
 
 
-class Switcher:
-    """The switching both clusters share: the CEL policy, the no-op's registration, and
-    the dry runs that show which set-up the API server admits by (it picks configuration
-    changes up asynchronously). ``webhooks`` registers and removes rollgate's webhooks
-    (and, for ``rollgate-base``, another checkout's), waiting until that shows; the
-    first is registered at the start."""
+def tagged(name: str, tag: str) -> str:
+    """One of rollgate's webhook names under ``tag`` (validate-stages.rollgate.dev:
+    validate-stages.<tag>.bench.rollgate.dev)."""
+    return name.replace(".rollgate.dev", f".{tag}.bench.rollgate.dev")
 
-    def __init__(self, plane: ControlPlane, *, validating: dict[str, Any],
-                 noop_client: Callable[[str], dict[str, Any]],
-                 webhooks: dict[str, Toggle]) -> None:
+
+def renamed(config: dict[str, Any], tag: str) -> dict[str, Any]:
+    """rollgate's webhook configuration under names of its own (``bench-<tag>``, its
+    webhooks :func:`tagged`), so that it can be registered next to rollgate's and the API
+    server's metrics tell the two apart."""
+    config = copy.deepcopy(config)
+    config["metadata"] = {"name": f"bench-{tag}"}
+    for hook in config["webhooks"]:
+        hook["name"] = tagged(hook["name"], tag)
+    return config
+
+
+class Setups:
+    """Every set-up live at once, each bound to a namespace of its own
+    (:func:`namespace`, labelled SETUP_LABEL), so that a round can go from one set-up
+    to the next create by create: a burst of load on the machine then falls on all of
+    them alike. ``bindings``: per set-up, the objects that bind it (none for ``none``);
+    ``webhooks``: per set-up with a webhook, the name the API server calls it by."""
+
+    def __init__(self, plane: ControlPlane, *, bindings: dict[str, list[dict[str, Any]]],
+                 webhooks: dict[str, str]) -> None:
         self.plane = plane
-        webhook = validating["webhooks"][0]
-        self.policy = policy_objects(webhook["namespaceSelector"])
-        self.noop = noop_webhook.registration(validating, client_config=noop_client)
-        self.noop_name = noop_webhook.webhook_name(VALIDATE_STAGES)
+        self.bindings = bindings
         self.webhooks = webhooks
-        self.current = next(iter(webhooks))
-        self.probe = json.dumps(stage("probe", namespace=NS,
-                                      labels={"rollgate.dev/attempt": "1"}))
-        self.valid = json.dumps(stage("probe-valid", namespace=NS))
+        self.names = tuple(bindings)
 
-    def _dry_run(self, body: str) -> tuple[bool, str]:
-        out = self.plane.kubectl("create", "--dry-run=server", "-f", "-", input=body,
-                                 check=False)
+    def start(self) -> None:
+        """The namespaces (each with the templates its Stages name) and every binding;
+        returns once dry runs show each namespace admitted by its own set-up only."""
+        for setup in self.names:
+            self.plane.apply_objects([{
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace(setup), "labels": {SETUP_LABEL: setup}}}])
+            self.plane.apply_objects([template("AnalysisTemplate", "success-rate",
+                                               "success-rate", namespace=namespace(setup))])
+        self.plane.apply_objects([template("ClusterAnalysisTemplate", "latency", "latency"),
+                                  *(o for objs in self.bindings.values() for o in objs)])
+        # The API server picks configuration changes up asynchronously.
+        pending = set(self.names)
+        deadline = time.monotonic() + 120
+        while pending := {s for s in pending if not self._admits_by_itself(s)}:
+            if time.monotonic() > deadline:
+                raise SystemExit("not admitted by their own set-up alone within 120 s: "
+                                 + ", ".join(sorted(pending)))
+            time.sleep(0.2)
+        for setup in self.names:
+            # The probe is denied by rollgate and the policy; the Stage the bench creates
+            # must get through, and without a warning (a warning would mean the webhook
+            # found more to say, or a look-up failed).
+            ok, out = self._dry_run(stage("probe-valid", namespace=namespace(setup)))
+            if not ok or "Warning" in out:
+                raise SystemExit(f"{setup}: the bench's Stage is not admitted cleanly:\n{out}")
+
+    def _dry_run(self, body: dict[str, Any]) -> tuple[bool, str]:
+        out = self.plane.kubectl("create", "--dry-run=server", "-f", "-",
+                                 input=json.dumps(body), check=False)
         return out.returncode == 0, out.stderr + out.stdout
 
-    def _wait(self, done: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + 120
-        while not done():
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the API server did not switch to {what} within 120 s")
-            time.sleep(0.2)
+    def _admits_by_itself(self, setup: str) -> bool:
+        """Whether a dry run of a Stage that rollgate and the policy deny, in the
+        namespace of ``setup``, calls that set-up's webhook and no other, and is denied
+        there only by a set-up that denies such a Stage (the no-op allows everything, so
+        only the API server's count of its calls shows it)."""
+        probe = stage("probe", namespace=namespace(setup), labels={"rollgate.dev/attempt": "1"})
+        before = self._counts()
+        admitted, out = self._dry_run(probe)
+        after = self._counts()
+        called = {s for s in self.webhooks if after[s] > before[s]}
+        if called != ({setup} & set(self.webhooks)):
+            return False
+        if setup == "cel":
+            return not admitted and POLICY in out
+        return admitted == (setup in ("none", "noop"))
 
-    def _noop_called(self) -> bool:
-        """A dry run of the probe reached the no-op (it allows everything, so only the
-        API server's count of its calls shows it)."""
-        before = webhook_calls(self.plane, self.noop_name)
-        self._dry_run(self.probe)
-        return webhook_calls(self.plane, self.noop_name) > before
+    def _metrics(self) -> str:
+        return self.plane.kubectl("get", "--raw", "/metrics").stdout
 
-    def switch(self, setup: str) -> None:
-        if setup == self.current:
-            return
-        if self.current in self.webhooks:
-            self.webhooks[self.current][1]()
-        elif self.current == "cel":
-            self.plane.kubectl("delete", "--ignore-not-found",
-                               f"validatingadmissionpolicybinding/{POLICY}",
-                               f"validatingadmissionpolicy/{POLICY}")
-        elif self.current == "noop":
-            self.plane.kubectl("delete", "--ignore-not-found",
-                               f"validatingwebhookconfiguration/{noop_webhook.CONFIG_NAME}")
-            self._wait(lambda: not self._noop_called(), "no no-op webhook")
-        if setup in self.webhooks:
-            self.webhooks[setup][0]()
-        elif setup == "cel":
-            self.plane.apply_objects(self.policy)
-            self._wait(lambda: POLICY in self._denial(), "the CEL policy")
-        elif setup == "noop":
-            self.plane.apply_objects([self.noop])
-            self._wait(self._noop_called, "the no-op webhook")
-        else:
-            self._wait(lambda: self._dry_run(self.probe)[0], "no admission")
-        # The probe is denied by rollgate and the policy; the Stage the bench creates
-        # must get through, and without a warning (a warning would mean the webhook
-        # found more to say, or a look-up failed).
-        ok, out = self._dry_run(self.valid)
-        if not ok or "Warning" in out:
-            raise SystemExit(f"{setup}: the bench's Stage is not admitted cleanly:\n{out}")
-        self.current = setup
+    def _counts(self) -> dict[str, float]:
+        text = self._metrics()
+        return {s: histogram(text, WEBHOOK_CALLS, name=name)["count"]
+                for s, name in self.webhooks.items()}
 
-    def _denial(self) -> str:
-        ok, out = self._dry_run(self.probe)
-        return "" if ok else out
-
-    def webhook(self, setup: str) -> str | None:
-        if setup in self.webhooks:
-            return VALIDATE_STAGES
-        return self.noop_name if setup == "noop" else None
+    def call_totals(self) -> dict[str, tuple[float, float]]:
+        """Per set-up with a webhook, the API server's total seconds and count of the
+        calls that allowed a create, so far."""
+        text = self._metrics()
+        out = {}
+        for setup, name in self.webhooks.items():
+            totals = histogram(text, WEBHOOK_CALLS, name=name, operation="CREATE",
+                               rejected="false")
+            out[setup] = (totals["sum"], totals["count"])
+        return out
 
 
-def plane_switcher(rollgate: HostRollgate, noop_url: str,
-                   base: HostRollgate | None = None) -> Switcher:
+def plane_setups(rollgate: HostRollgate, noop_url: str,
+                 base: HostRollgate | None = None) -> Setups:
     """The set-ups on a plane: rollgate (and ``base``) and the no-op on the host,
     registered by URL."""
-    validating = next(c for c in rollgate.webhook_configurations()
-                      if c["kind"] == "ValidatingWebhookConfiguration")
+    configs = rollgate.webhook_configurations()
+    validating = next(c for c in configs if c["kind"] == "ValidatingWebhookConfiguration")
     bundle = certs.ca_bundle(rollgate.certificates().ca_cert)
-    webhooks: dict[str, Toggle] = {
-        "rollgate": (rollgate.register_webhooks, rollgate.unregister_webhooks)}
+    noop = noop_webhook.registration(
+        validating, client_config=lambda path: {"url": noop_url + path, "caBundle": bundle})
+    bindings = {
+        "none": [],
+        "rollgate": [bound(c, "rollgate") for c in configs],
+        "noop": [bound(noop, "noop")],
+        "cel": policy_objects(narrowed(validating["webhooks"][0]["namespaceSelector"], "cel")),
+    }
+    webhooks = {"rollgate": VALIDATE_STAGES,
+                "noop": noop_webhook.webhook_name(VALIDATE_STAGES)}
     if base is not None:
-        webhooks[BASE] = (base.register_webhooks, base.unregister_webhooks)
-    return Switcher(rollgate.plane, validating=validating,
-                    noop_client=lambda path: {"url": noop_url + path, "caBundle": bundle},
-                    webhooks=webhooks)
+        bindings[BASE] = [bound(renamed(c, BASE), BASE) for c in base.webhook_configurations()]
+        webhooks[BASE] = tagged(VALIDATE_STAGES, BASE)
+    return Setups(rollgate.plane, bindings=bindings, webhooks=webhooks)
 
 
 # --------------------------------------------------------------------- measuring
@@ -313,36 +343,19 @@ def summary_ms(seconds: list[float]) -> dict[str, float]:
             "p99_ms": round(quantile(ordered, 0.99), 3), "worst_ms": round(ordered[-1], 3)}
 
 
-def timed_creates(co: client.CustomObjectsApi, prefix: str, count: int) -> list[float]:
-    out = []
-    for i in range(count):
-        body = stage(f"{prefix}-{i}")
-        started = time.perf_counter()
-        co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, NS, "stages", body)
-        out.append(time.perf_counter() - started)
-    return out
-
-
-def prepare(plane: ControlPlane) -> None:
-    """The namespace and the two templates the bench's Stages name."""
-    plane.kubectl("create", "namespace", NS)
-    plane.apply_objects([template("AnalysisTemplate", "success-rate", "success-rate"),
-                         template("ClusterAnalysisTemplate", "latency", "latency")])
-
-
-def webhook_seconds(plane: ControlPlane, webhook: str | None) -> tuple[float, float]:
-    """The API server's total seconds and count of its calls to ``webhook`` so far."""
-    if webhook is None:
-        return 0.0, 0.0
-    text = plane.kubectl("get", "--raw", "/metrics").stdout
-    totals = histogram(text, WEBHOOK_CALLS, name=webhook, operation="CREATE", rejected="false")
-    return totals["sum"], totals["count"]
+def timed_create(co: client.CustomObjectsApi, setup: str, name: str) -> float:
+    """Seconds the client waits for one Stage create in the namespace of ``setup``."""
+    body = stage(name)
+    started = time.perf_counter()
+    co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, namespace(setup),
+                                       "stages", body)
+    return time.perf_counter() - started
 
 
 class Run:
     """What the rounds measured: every timed create per set-up, each round's median per
     set-up (ms), and per set-up the API server's seconds and count of webhook calls
-    during its timed creates."""
+    during the timed creates."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.latencies: dict[str, list[float]] = {s: [] for s in names}
@@ -355,25 +368,32 @@ class Run:
                 for s, (total, count) in self.calls.items() if s != "none"}
 
 
-def run_rounds(co: client.CustomObjectsApi, setups: Setups, names: tuple[str, ...], *,
-               rounds: int, creates: int, warmup: int) -> Run:
-    """Every set-up of ``names`` once a round, the order rotated each round."""
+def run_rounds(co: client.CustomObjectsApi, setups: Setups, *, rounds: int, creates: int,
+               warmup: int) -> Run:
+    """Each round: ``warmup`` creates per set-up, then ``creates`` cycles of one timed
+    create per set-up, the order shuffled for each cycle (seeded: the same every run),
+    then the round's Stages deleted (not timed)."""
+    names = setups.names
     run = Run(names)
+    order = random.Random(0)
     for rnd in range(rounds):
-        medians: dict[str, float] = {}
-        shift = rnd % len(names)
-        for setup in names[shift:] + names[:shift]:
-            setups.switch(setup)
-            timed_creates(co, f"warm-{setup}-{rnd}", warmup)
-            webhook = setups.webhook(setup)
-            before = webhook_seconds(setups.plane, webhook)
-            done = timed_creates(co, f"{setup}-{rnd}", creates)
-            after = webhook_seconds(setups.plane, webhook)
-            run.calls[setup][0] += after[0] - before[0]
-            run.calls[setup][1] += after[1] - before[1]
-            run.latencies[setup] += done
-            medians[setup] = statistics.median(done) * 1e3
-            co.delete_collection_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, NS, "stages")
+        for setup in names:
+            for i in range(warmup):
+                timed_create(co, setup, f"warm-{rnd}-{i}")
+        before = setups.call_totals()
+        done: dict[str, list[float]] = {s: [] for s in names}
+        for i in range(creates):
+            for setup in order.sample(names, len(names)):
+                done[setup].append(timed_create(co, setup, f"{rnd}-{i}"))
+        after = setups.call_totals()
+        for setup, (seconds, count) in after.items():
+            run.calls[setup][0] += seconds - before[setup][0]
+            run.calls[setup][1] += count - before[setup][1]
+        medians = {s: statistics.median(done[s]) * 1e3 for s in names}
+        for setup in names:
+            run.latencies[setup] += done[setup]
+            co.delete_collection_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO,
+                                                          namespace(setup), "stages")
         run.per_round.append(medians)
         print(f"round {rnd + 1}/{rounds}: " + ", ".join(
             f"{s} {medians[s]:.2f} ms" for s in names), file=sys.stderr, flush=True)
@@ -460,10 +480,9 @@ def main(argv: list[str] | None = None) -> int:
             base = HostRollgate(plane, repo_root=args.base_tree.resolve())
             base.webhook_certs = rollgate.certificates()
             base.start_webhook()
-        co = client.CustomObjectsApi(plane.api_client())
-        prepare(plane)
-        names = SETUPS + ((BASE,) if base else ())
-        run = run_rounds(co, plane_switcher(rollgate, noop_url, base), names,
+        setups = plane_setups(rollgate, noop_url, base)
+        setups.start()
+        run = run_rounds(client.CustomObjectsApi(plane.api_client()), setups,
                          rounds=args.rounds, creates=args.creates, warmup=args.warmup)
         context = ssl.create_default_context(cafile=str(rollgate.certificates().ca_cert))
         with urllib.request.urlopen(rollgate.webhook_url + "/metrics", context=context,

@@ -8,9 +8,10 @@ image of its own, ``harness.node.images.noop_webhook``) runs as 2 pods behind a 
 its own, with the webhook pods' resource requests, and is registered exactly as the
 chart registered rollgate's validating webhook. The API server calls both through
 their Services (HTTP/1.1, the way a webhook behind a Service is called). Then the same
-rounds as on the plane: ``none`` (both webhook configurations of the chart taken away),
-``rollgate`` (the chart's put back), ``noop``, ``cel``; the same figures, ratios
-included.
+rounds as on the plane, every set-up live at once and bound to its own namespace
+(``none``; ``rollgate``: the chart's two webhook configurations, each webhook's
+namespaceSelector narrowed to that namespace; ``noop``; ``cel``), creates alternating
+between them; the same figures, ratios included.
 
     .venv/bin/python -m bench.apply_overhead_node [--rounds 10] [--creates 100] [--warmup 20]
 """
@@ -31,16 +32,18 @@ from kubernetes import client
 
 import certs
 from bench.apply_overhead import (
-    SETUPS,
-    Switcher,
+    VALIDATE_STAGES,
+    Setups,
     add_arguments,
+    bound,
     compare,
     finish,
     handler_mean_ms,
-    prepare,
+    narrowed,
+    policy_objects,
     run_rounds,
 )
-from harness import crds, noop_webhook, webhook_probes
+from harness import crds, noop_webhook
 from harness.kits.node import NAMESPACE, WEBHOOK, Release, image_values, pods, wait_ready
 from harness.node import containerd, images
 from harness.node.cluster import NodeCluster
@@ -98,27 +101,6 @@ def installed(plane: ControlPlane) -> list[dict[str, Any]]:
     return configs
 
 
-class ChartWebhooks:
-    """rollgate's webhooks as the chart installed them, taken away and put back."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.configs = installed(plane)
-
-    def on(self) -> None:
-        self.plane.apply_objects(self.configs)
-        self._wait(True)
-
-    def off(self) -> None:
-        self.plane.kubectl("delete", "--ignore-not-found", *(f"{k}/rollgate" for k in KINDS))
-        self._wait(False)
-
-    def _wait(self, active: bool) -> None:
-        if not webhook_probes.wait_until(self.plane, validating=active, mutating=active,
-                                         timeout=120):
-            raise SystemExit(f"rollgate's webhooks not {'on' if active else 'off'} in 120 s")
-
-
 def start_noop(node: NodeCluster, *, workdir: Path, resources: dict[str, Any]) -> str:
     """The no-op's pods and Service on the node; returns the PEM bundle of its CA."""
     image = images.noop_webhook(noop_webhook.noop_binary())
@@ -132,17 +114,25 @@ def start_noop(node: NodeCluster, *, workdir: Path, resources: dict[str, Any]) -
     return certs.ca_bundle(paths.ca_cert)
 
 
-def switcher(plane: ControlPlane, bundle: str) -> Switcher:
-    webhooks = ChartWebhooks(plane)
-    validating = next(c for c in webhooks.configs
-                      if c["kind"] == "ValidatingWebhookConfiguration")
+def node_setups(plane: ControlPlane, bundle: str) -> Setups:
+    """The set-ups on the node: rollgate's webhook configurations as its chart installed
+    them and the no-op's registered from the validating one, each bound to its own
+    namespace."""
+    configs = installed(plane)
+    validating = next(c for c in configs if c["kind"] == "ValidatingWebhookConfiguration")
 
     def noop_client(path: str) -> dict[str, Any]:
         return {"service": {"name": noop_webhook.NAME, "namespace": NOOP_NAMESPACE,
                             "port": 443, "path": path}, "caBundle": bundle}
 
-    return Switcher(plane, validating=validating, noop_client=noop_client,
-                    webhooks={"rollgate": (webhooks.on, webhooks.off)})
+    noop = noop_webhook.registration(validating, client_config=noop_client)
+    selector = validating["webhooks"][0]["namespaceSelector"]
+    return Setups(plane, bindings={
+        "none": [],
+        "rollgate": [bound(c, "rollgate") for c in configs],
+        "noop": [bound(noop, "noop")],
+        "cel": policy_objects(narrowed(selector, "cel")),
+    }, webhooks={"rollgate": VALIDATE_STAGES, "noop": noop_webhook.webhook_name(VALIDATE_STAGES)})
 
 
 def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
@@ -154,9 +144,9 @@ def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     resources = container["resources"]
     bundle = start_noop(node, workdir=plane.root, resources=resources)
-    co = client.CustomObjectsApi(plane.api_client())
-    prepare(plane)
-    run = run_rounds(co, switcher(plane, bundle), SETUPS, rounds=args.rounds,
+    setups = node_setups(plane, bundle)
+    setups.start()
+    run = run_rounds(client.CustomObjectsApi(plane.api_client()), setups, rounds=args.rounds,
                      creates=args.creates, warmup=args.warmup)
     return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(
         webhook_metrics(plane, container["ports"][0]["containerPort"]))}

@@ -20,7 +20,9 @@ class MustWait(BaseException):
     is answered again where the look-up may wait."""
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and one is
+# built for every admission request (ClusterLookups.for_request). Nothing changes one.
+@dataclass(slots=True, eq=False)
 class Lookups:
     """The cross-object look-ups handed to ``schemas``; ``None`` means "not available",
     and the checks that need them are skipped (docs/comparison.md "Decisions where upstream left

@@ -76,6 +76,27 @@ def test_ttl_cache_expires_and_is_bounded():
     assert cache.get(("k", "n", "short")) == (False, None)
 
 
+
+def test_a_value_put_while_an_expired_one_is_read_is_kept():
+    """The cache is read without its lock: a fresh value another thread puts between
+    that read and the expired entry's removal stays."""
+    key = ("AnalysisTemplate", "ns", "a")
+    now = [0.0]
+    race = [False]
+
+    def clock() -> float:
+        if race[0]:
+            race[0] = False
+            cache.put(key, "fresh")  # another thread, between the read and the removal
+        return now[0]
+
+    cache = TTLCache(ttl=5.0, clock=clock)
+    cache.put(key, "old")
+    now[0] = 5.0
+    race[0] = True
+    assert cache.get(key) == (False, None)  # what it read had expired
+    assert cache.get(key) == (True, "fresh")
+
 @pytest.fixture
 def slow_api():
     """A slow but alive API server: every GET answers 404 after 0.9 s, under the

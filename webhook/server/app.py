@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from _json import make_encoder
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from webhook import admission, metrics
 from webhook.config import Lookups, MustWait, WebhookConfig
@@ -41,8 +42,16 @@ def _lookups(config: WebhookConfig) -> tuple[Lookups, Lookups]:
     return Lookups(), Lookups()
 
 
-# Built once: json.dumps with any non-default option builds an encoder on every call.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def _not_json(value: object) -> NoReturn:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The encoder json.dumps would build on every call (any non-default option makes it
+# build one), built once: it is several Python calls per answer, which cost most when
+# the CPU caches are cold (docs/benchmarks.md "Inside the webhook server"). No cycle
+# check: an answer is a tree the app builds.
+_CHUNKS = make_encoder(None, _not_json, json.encoder.encode_basestring, None, ":", ",",
+                       False, False, True)
 
 
 def encode_json(body: dict[str, Any]) -> bytes:
@@ -52,7 +61,7 @@ def encode_json(body: dict[str, Any]) -> bytes:
     # surrogate ("\ud800", e.g. in a uid) that UTF-8 cannot encode: then the answer
     # is escaped ASCII, which is still valid JSON.
     try:
-        return _ENCODE(body).encode()
+        return "".join(_CHUNKS(body, 0)).encode()
     except UnicodeEncodeError:
         return json.dumps(body, separators=(",", ":")).encode()
 
