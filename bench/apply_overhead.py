@@ -60,6 +60,7 @@ import statistics
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +76,6 @@ from schemas.constants import RESERVED_LABEL_KEYS, RESERVED_LABEL_PREFIX
 from schemas.kinds import GROUP_KARGO, VERSION_KARGO
 from testkit import objects
 
-ROOT = Path(__file__).resolve().parent.parent
-
 NS = "bench-apply"
 BASE = "rollgate-base"  # rollgate from another checkout (--base-tree)
 VALIDATE_STAGES = "validate-stages.rollgate.dev"
@@ -84,7 +83,8 @@ POLICY = "bench-stage-verification"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
-def template(kind: str, name: str, metric: str, *, namespace: str = "") -> dict[str, Any]:
+def template(kind: str, name: str, metric: str, *,
+             namespace: str | None = None) -> dict[str, Any]:
     return objects.analysis_template(
         name, namespace=namespace, cluster=kind == "ClusterAnalysisTemplate",
         args=[{"name": "service"}],
@@ -206,20 +206,14 @@ def bound(config: dict[str, Any], setup: str) -> dict[str, Any]:
     return config
 
 
-def tagged(name: str, tag: str) -> str:
-    """One of rollgate's webhook names under ``tag`` (validate-stages.rollgate.dev:
-    validate-stages.<tag>.bench.rollgate.dev)."""
-    return name.replace(".rollgate.dev", f".{tag}.bench.rollgate.dev")
-
-
 def renamed(config: dict[str, Any], tag: str) -> dict[str, Any]:
     """rollgate's webhook configuration under names of its own (``bench-<tag>``, its
-    webhooks :func:`tagged`), so that it can be registered next to rollgate's and the API
-    server's metrics tell the two apart."""
+    webhooks ``noop_webhook.webhook_name(name, tag)``), so that it can be registered next
+    to rollgate's and the API server's metrics tell the two apart."""
     config = copy.deepcopy(config)
     config["metadata"] = {"name": f"bench-{tag}"}
     for hook in config["webhooks"]:
-        hook["name"] = tagged(hook["name"], tag)
+        hook["name"] = noop_webhook.webhook_name(hook["name"], tag)
     return config
 
 
@@ -236,6 +230,12 @@ class Setups:
         self.bindings = bindings
         self.webhooks = webhooks
         self.names = tuple(bindings)
+
+    def add(self, setup: str, binding: list[dict[str, Any]], *, webhook: str) -> None:
+        """One more set-up with a webhook (before :meth:`start`)."""
+        self.bindings[setup] = binding
+        self.webhooks[setup] = webhook
+        self.names = tuple(self.bindings)
 
     def start(self) -> None:
         """The namespaces (each with the templates its Stages name) and every binding;
@@ -258,11 +258,14 @@ class Setups:
             time.sleep(0.2)
         for setup in self.names:
             # The probe is denied by rollgate and the policy; the Stage the bench creates
-            # must get through, and without a warning (a warning would mean the webhook
-            # found more to say, or a look-up failed).
-            ok, out = self._dry_run(stage("probe-valid", namespace=namespace(setup)))
-            if not ok or "Warning" in out:
-                raise SystemExit(f"{setup}: the bench's Stage is not admitted cleanly:\n{out}")
+            # must get through, by its set-up's webhook alone (every set-up admits it, so
+            # here a stray webhook in the policy's namespace would show too), and without
+            # a warning (a warning would mean the webhook found more to say, or a look-up
+            # failed).
+            called, ok, out = self._called_by(stage("probe-valid", namespace=namespace(setup)))
+            if not ok or "Warning" in out or called != ({setup} & set(self.webhooks)):
+                raise SystemExit(f"{setup}: the bench's Stage is not admitted cleanly "
+                                 f"(webhooks called: {sorted(called)}):\n{out}")
 
     def _dry_run(self, body: dict[str, Any]) -> tuple[bool, str]:
         out = self.plane.kubectl("create", "--dry-run=server", "-f", "-",
@@ -275,15 +278,20 @@ class Setups:
         there only by a set-up that denies such a Stage (the no-op allows everything, so
         only the API server's count of its calls shows it)."""
         probe = stage("probe", namespace=namespace(setup), labels={"rollgate.dev/attempt": "1"})
-        before = self._counts()
-        admitted, out = self._dry_run(probe)
-        after = self._counts()
-        called = {s for s in self.webhooks if after[s] > before[s]}
+        called, admitted, out = self._called_by(probe)
         if called != ({setup} & set(self.webhooks)):
             return False
         if setup == "cel":
             return not admitted and POLICY in out
         return admitted == (setup in ("none", "noop"))
+
+    def _called_by(self, body: dict[str, Any]) -> tuple[set[str], bool, str]:
+        """The set-ups whose webhook a dry run of ``body`` called, whether it was
+        admitted, and what kubectl said."""
+        before = self._counts()
+        admitted, out = self._dry_run(body)
+        after = self._counts()
+        return {s for s in self.webhooks if after[s] > before[s]}, admitted, out
 
     def _metrics(self) -> str:
         return self.plane.kubectl("get", "--raw", "/metrics").stdout
@@ -297,7 +305,7 @@ class Setups:
         """Per set-up with a webhook, the API server's total seconds and count of the
         calls that allowed a create, so far."""
         text = self._metrics()
-        out = {}
+        out: dict[str, tuple[float, float]] = {}
         for setup, name in self.webhooks.items():
             totals = histogram(text, WEBHOOK_CALLS, name=name, operation="CREATE",
                                rejected="false")
@@ -305,27 +313,34 @@ class Setups:
         return out
 
 
+def side_by_side(plane: ControlPlane, configs: list[dict[str, Any]], *,
+                 noop_client: Callable[[str], dict[str, Any]]) -> Setups:
+    """The four set-ups on a cluster: rollgate's webhook ``configs`` (the mutating and
+    validating one), the no-op registered as the validating one with ``noop_client``
+    (the client config of each webhook's path) and the CEL policy, each bound to its own
+    namespace."""
+    validating = next(c for c in configs if c["kind"] == "ValidatingWebhookConfiguration")
+    noop = noop_webhook.registration(validating, client_config=noop_client)
+    selector = validating["webhooks"][0]["namespaceSelector"]
+    return Setups(plane, bindings={
+        "none": [],
+        "rollgate": [bound(c, "rollgate") for c in configs],
+        "noop": [bound(noop, "noop")],
+        "cel": policy_objects(narrowed(selector, "cel")),
+    }, webhooks={"rollgate": VALIDATE_STAGES, "noop": noop_webhook.webhook_name(VALIDATE_STAGES)})
+
+
 def plane_setups(rollgate: HostRollgate, noop_url: str,
                  base: HostRollgate | None = None) -> Setups:
     """The set-ups on a plane: rollgate (and ``base``) and the no-op on the host,
     registered by URL."""
-    configs = rollgate.webhook_configurations()
-    validating = next(c for c in configs if c["kind"] == "ValidatingWebhookConfiguration")
     bundle = certs.ca_bundle(rollgate.certificates().ca_cert)
-    noop = noop_webhook.registration(
-        validating, client_config=lambda path: {"url": noop_url + path, "caBundle": bundle})
-    bindings = {
-        "none": [],
-        "rollgate": [bound(c, "rollgate") for c in configs],
-        "noop": [bound(noop, "noop")],
-        "cel": policy_objects(narrowed(validating["webhooks"][0]["namespaceSelector"], "cel")),
-    }
-    webhooks = {"rollgate": VALIDATE_STAGES,
-                "noop": noop_webhook.webhook_name(VALIDATE_STAGES)}
+    setups = side_by_side(rollgate.plane, rollgate.webhook_configurations(),
+                          noop_client=lambda path: {"url": noop_url + path, "caBundle": bundle})
     if base is not None:
-        bindings[BASE] = [bound(renamed(c, BASE), BASE) for c in base.webhook_configurations()]
-        webhooks[BASE] = tagged(VALIDATE_STAGES, BASE)
-    return Setups(rollgate.plane, bindings=bindings, webhooks=webhooks)
+        setups.add(BASE, [bound(renamed(c, BASE), BASE) for c in base.webhook_configurations()],
+                   webhook=noop_webhook.webhook_name(VALIDATE_STAGES, BASE))
+    return setups
 
 
 # --------------------------------------------------------------------- measuring
@@ -375,7 +390,7 @@ def run_rounds(co: client.CustomObjectsApi, setups: Setups, *, rounds: int, crea
     then the round's Stages deleted (not timed)."""
     names = setups.names
     run = Run(names)
-    order = random.Random(0)
+    shuffled = random.Random(0)
     for rnd in range(rounds):
         for setup in names:
             for i in range(warmup):
@@ -383,7 +398,7 @@ def run_rounds(co: client.CustomObjectsApi, setups: Setups, *, rounds: int, crea
         before = setups.call_totals()
         done: dict[str, list[float]] = {s: [] for s in names}
         for i in range(creates):
-            for setup in order.sample(names, len(names)):
+            for setup in shuffled.sample(names, len(names)):
                 done[setup].append(timed_create(co, setup, f"{rnd}-{i}"))
         after = setups.call_totals()
         for setup, (seconds, count) in after.items():
@@ -451,12 +466,13 @@ def handler_mean_ms(webhook_metrics: str) -> float | None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--creates", type=int, default=100, help="timed creates per set-up per round")
-    p.add_argument("--warmup", type=int, default=20, help="untimed creates after each switch")
+    p.add_argument("--warmup", type=int, default=20, help="untimed creates per set-up per round")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--base-tree", metavar="DIR", type=Path,
                    help="another checkout (e.g. `git archive` of an older commit): its "
                    "webhook is a fifth set-up, rollgate-base, registered as rollgate's "
-                   "(its dependencies must be installed in this environment)")
+                   "under names of its own (its dependencies must be installed in this "
+                   "environment)")
 
 
 def finish(args: argparse.Namespace, result: dict[str, Any]) -> int:

@@ -32,16 +32,13 @@ from kubernetes import client
 
 import certs
 from bench.apply_overhead import (
-    VALIDATE_STAGES,
     Setups,
     add_arguments,
-    bound,
     compare,
     finish,
     handler_mean_ms,
-    narrowed,
-    policy_objects,
     run_rounds,
+    side_by_side,
 )
 from harness import crds, noop_webhook
 from harness.kits.node import NAMESPACE, WEBHOOK, Release, image_values, pods, wait_ready
@@ -116,23 +113,13 @@ def start_noop(node: NodeCluster, *, workdir: Path, resources: dict[str, Any]) -
 
 def node_setups(plane: ControlPlane, bundle: str) -> Setups:
     """The set-ups on the node: rollgate's webhook configurations as its chart installed
-    them and the no-op's registered from the validating one, each bound to its own
-    namespace."""
-    configs = installed(plane)
-    validating = next(c for c in configs if c["kind"] == "ValidatingWebhookConfiguration")
+    them, the no-op through its Service."""
 
     def noop_client(path: str) -> dict[str, Any]:
         return {"service": {"name": noop_webhook.NAME, "namespace": NOOP_NAMESPACE,
                             "port": 443, "path": path}, "caBundle": bundle}
 
-    noop = noop_webhook.registration(validating, client_config=noop_client)
-    selector = validating["webhooks"][0]["namespaceSelector"]
-    return Setups(plane, bindings={
-        "none": [],
-        "rollgate": [bound(c, "rollgate") for c in configs],
-        "noop": [bound(noop, "noop")],
-        "cel": policy_objects(narrowed(selector, "cel")),
-    }, webhooks={"rollgate": VALIDATE_STAGES, "noop": noop_webhook.webhook_name(VALIDATE_STAGES)})
+    return side_by_side(plane, installed(plane), noop_client=noop_client)
 
 
 def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:

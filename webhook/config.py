@@ -21,7 +21,8 @@ class MustWait(BaseException):
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, and one is
-# built for every admission request (ClusterLookups.for_request). Nothing changes one.
+# built for every admission request (ClusterLookups.for_request); nothing changes one.
+# eq=False keeps it hashable (by identity), as WebhookConfig, which holds one, is.
 @dataclass(slots=True, eq=False)
 class Lookups:
     """The cross-object look-ups handed to ``schemas``; ``None`` means "not available",

@@ -29,10 +29,11 @@ def noop_binary() -> Path:
     return binary(NAME, NAME)
 
 
-def webhook_name(rollgate_name: str) -> str:
-    """The no-op's name for one of rollgate's webhooks (validate-stages.rollgate.dev:
-    validate-stages.noop.bench.rollgate.dev)."""
-    return rollgate_name.replace(".rollgate.dev", ".noop.bench.rollgate.dev")
+def webhook_name(rollgate_name: str, tag: str = "noop") -> str:
+    """The name of a copy of one of rollgate's webhooks registered beside it (the no-op's,
+    or ``bench.apply_overhead``'s rollgate-base: validate-stages.rollgate.dev becomes
+    validate-stages.<tag>.bench.rollgate.dev)."""
+    return rollgate_name.replace(".rollgate.dev", f".{tag}.bench.rollgate.dev")
 
 
 def registration(rollgate_validating: dict[str, Any], *,

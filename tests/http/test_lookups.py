@@ -8,6 +8,7 @@ The API server's messages are spelled as it writes them, not built from schemas.
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from kubernetes import client as k8s
@@ -76,7 +77,6 @@ def test_ttl_cache_expires_and_is_bounded():
     assert cache.get(("k", "n", "short")) == (False, None)
 
 
-
 def test_a_value_put_while_an_expired_one_is_read_is_kept():
     """The cache is read without its lock: a fresh value another thread puts between
     that read and the expired entry's removal stays."""
@@ -87,7 +87,12 @@ def test_a_value_put_while_an_expired_one_is_read_is_kept():
     def clock() -> float:
         if race[0]:
             race[0] = False
-            cache.put(key, "fresh")  # another thread, between the read and the removal
+            # Another thread, between the read and the removal; bounded, so a get that
+            # holds the lock while it reads the clock fails here instead of hanging.
+            writer = threading.Thread(target=cache.put, args=(key, "fresh"))
+            writer.start()
+            writer.join(timeout=2)
+            assert not writer.is_alive(), "the cache's lock was held while it was read"
         return now[0]
 
     cache = TTLCache(ttl=5.0, clock=clock)
@@ -96,6 +101,7 @@ def test_a_value_put_while_an_expired_one_is_read_is_kept():
     race[0] = True
     assert cache.get(key) == (False, None)  # what it read had expired
     assert cache.get(key) == (True, "fresh")
+
 
 @pytest.fixture
 def slow_api():

@@ -43,6 +43,7 @@ def _lookups(config: WebhookConfig) -> tuple[Lookups, Lookups]:
 
 
 def _not_json(value: object) -> NoReturn:
+    """What ``json.JSONEncoder.default`` does: a value JSON has no form for is a bug."""
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
@@ -50,8 +51,10 @@ def _not_json(value: object) -> NoReturn:
 # build one), built once: it is several Python calls per answer, which cost most when
 # the CPU caches are cold (docs/benchmarks.md "Inside the webhook server"). No cycle
 # check: an answer is a tree the app builds.
-_CHUNKS = make_encoder(None, _not_json, json.encoder.encode_basestring, None, ":", ",",
-                       False, False, True)
+_CHUNKS = make_encoder(markers=None, default=_not_json,
+                       encoder=json.encoder.encode_basestring,  # ensure_ascii=False
+                       indent=None, key_separator=":", item_separator=",", sort_keys=False,
+                       skipkeys=False, allow_nan=True)
 
 
 def encode_json(body: dict[str, Any]) -> bytes:

@@ -95,7 +95,7 @@ def read_request(data: bytes, *, body_start: int, chunked: bool) -> Request | Re
         method=match.group(1).decode("ascii"),
         path=match.group(2).partition(b"?")[0].decode("ascii"),
         body=dechunk(body) if chunked else body,
-        # HTTP/1.0 closes unless told otherwise; rollgate's clients all speak 1.1.
+        # HTTP/1.0 always closes (rollgate's clients all speak 1.1).
         keep_alive=match.group(4) != b"0" and not (connection and _says_close(connection)),
     )
 
