@@ -229,13 +229,15 @@ class Setups:
         self.plane = plane
         self.bindings = bindings
         self.webhooks = webhooks
-        self.names = tuple(bindings)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.bindings)
 
     def add(self, setup: str, binding: list[dict[str, Any]], *, webhook: str) -> None:
         """One more set-up with a webhook (before :meth:`start`)."""
         self.bindings[setup] = binding
         self.webhooks[setup] = webhook
-        self.names = tuple(self.bindings)
 
     def start(self) -> None:
         """The namespaces (each with the templates its Stages name) and every binding;

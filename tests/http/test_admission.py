@@ -701,3 +701,16 @@ def test_a_lone_surrogate_in_the_request_is_answered_as_escaped_json(client):
     assert resp.status_code == 200
     assert b'"uid":"u-\\ud800"' in resp.get_data()
     assert json.loads(resp.get_data())["response"]["uid"] == "u-\ud800"
+
+
+def test_an_answer_is_encoded_as_the_standard_library_encodes_it():
+    """The app builds its JSON encoder once (webhook.server.app): every kind of value an
+    answer holds comes out as json.dumps writes it, UTF-8 as is."""
+    from webhook.server.app import encode_json
+
+    answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+        "uid": "é-1", "allowed": False, "warnings": ["spec.x: \"q\" \\ \n\u2028 succès"],
+        "status": {"code": 400, "ratio": 0.1 + 0.2, "big": 2**70, "none": None,
+                   "nested": [[1, 2.5, True], {}], "nan": float("nan")}}}
+    assert encode_json(answer) == json.dumps(answer, separators=(",", ":"),
+                                             ensure_ascii=False).encode()
