@@ -465,6 +465,18 @@ def handler_mean_ms(webhook_metrics: str) -> float | None:
                    endpoint="/validate/stages", result="allowed")
 
 
+def lookups_by_result(webhook_metrics: str) -> dict[str, float]:
+    """rollgate's template look-ups over the whole run by result (``hit``: answered
+    from its cache; ``found``: asked of the API server, so that request waited)."""
+    counts: dict[str, float] = {}
+    for line in webhook_metrics.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match.group(1) == "rollgate_webhook_lookups_total":
+            result = dict(_LABEL.findall(match.group(2))).get("result", "")
+            counts[result] = counts.get(result, 0.0) + float(match.group(3))
+    return counts
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--creates", type=int, default=100, help="timed creates per set-up per round")
@@ -505,9 +517,11 @@ def main(argv: list[str] | None = None) -> int:
         context = ssl.create_default_context(cafile=str(rollgate.certificates().ca_cert))
         with urllib.request.urlopen(rollgate.webhook_url + "/metrics", context=context,
                                     timeout=10) as resp:
-            handler = handler_mean_ms(resp.read().decode())
+            webhook_metrics = resp.read().decode()
     return finish(args, {"rounds": args.rounds, "creates_per_setup_per_round": args.creates,
-                         **compare(run), "rollgate_handler_mean_ms": handler,
+                         **compare(run),
+                         "rollgate_handler_mean_ms": handler_mean_ms(webhook_metrics),
+                         "rollgate_lookups": lookups_by_result(webhook_metrics),
                          "load_average_at_start": load_before})
 
 

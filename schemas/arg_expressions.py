@@ -20,8 +20,9 @@ from schemas.findings import Finding, Path
 def stage_var_names(spec: dict[str, Any]) -> frozenset[str]:
     """The names of the Stage's ``spec.vars`` (Kargo puts them under ``vars``)."""
     entries = spec.get("vars")
-    names = (entry.get("name") for entry in entries if isinstance(entry, dict)) \
-        if isinstance(entries, list) else ()
+    if not isinstance(entries, list) or not entries:
+        return frozenset()
+    names = (entry.get("name") for entry in entries if isinstance(entry, dict))
     return frozenset(name for name in names if isinstance(name, str) and name)
 
 

@@ -103,4 +103,8 @@ def _path_key(path: Path) -> tuple[tuple[int, int, str], ...]:
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Findings in a stable order by field path (stable: equal paths keep their order)."""
-    return sorted(findings, key=lambda f: _path_key(f.path))
+    return sorted(findings, key=_finding_key)
+
+
+def _finding_key(finding: Finding) -> tuple[tuple[int, int, str], ...]:
+    return _path_key(finding.path)

@@ -22,7 +22,7 @@ def oversized(base: Path, body: Mapping[str, Any], fields: Iterable[str]) -> lis
     out = []
     for name in fields:
         value = body.get(name)
-        if isinstance(value, list | dict) and len(value) > MAX_ENTRIES:
+        if isinstance(value, (list, dict)) and len(value) > MAX_ENTRIES:
             out.append(Finding(
                 path=(*base, name),
                 message=f"has {len(value)} entries; at most {MAX_ENTRIES} are accepted "

@@ -91,22 +91,30 @@ def _arg(entry: dict[str, Any]) -> AnalysisArg:
     return arg
 
 
+def template_refs(spelling: Spelling, body: dict[str, Any]) -> list[TemplateRef]:
+    """The stanza's template references (``body``: the stanza, as :func:`stanza` gives
+    it)."""
+    list_field = "templates" if spelling == "analysis" else "analysisTemplates"
+    return [_template_ref(spelling, entry) for entry in as_list(body.get(list_field))
+            if isinstance(entry, dict)]
+
+
+def analysis_args(body: dict[str, Any]) -> list[AnalysisArg]:
+    """The stanza's args (``body``: the stanza, as :func:`stanza` gives it)."""
+    return [_arg(entry) for entry in as_list(body.get("args")) if isinstance(entry, dict)]
+
+
 def normalize_analysis(stage: object) -> AnalysisSpec | None:
     """The Stage's analysis stanza as ``AnalysisSpec``; None when it has none."""
     found = stanza(stage)
     if found is None:
         return None
     spelling, body = found
-    list_field = "templates" if spelling == "analysis" else "analysisTemplates"
     metadata = as_dict(body.get("analysisRunMetadata"))
     return {
         "spelling": spelling,
-        "templates": [
-            _template_ref(spelling, entry)
-            for entry in as_list(body.get(list_field))
-            if isinstance(entry, dict)
-        ],
-        "args": [_arg(entry) for entry in as_list(body.get("args")) if isinstance(entry, dict)],
+        "templates": template_refs(spelling, body),
+        "args": analysis_args(body),
         "analysisRunMetadata": {
             "labels": dict(as_dict(metadata.get("labels"))),
             "annotations": dict(as_dict(metadata.get("annotations"))),

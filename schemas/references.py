@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, TypeGuard
 from schemas.constants import KIND_ANALYSIS_TEMPLATE, KIND_CLUSTER_ANALYSIS_TEMPLATE
 from schemas.findings import Finding, Path
 from schemas.lookups import LookupUnavailable, TemplateLookup
-from schemas.normalize import AnalysisSpec, TemplateRef, normalize_analysis
+from schemas.normalize import AnalysisArg, Spelling, analysis_args, stanza, template_refs
 from schemas.translate import short
 
 # Bound on the distinct templates one run may reference (nested ones included). Each is a
@@ -66,14 +66,13 @@ def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-def _spec(template: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = template.get("spec")
-    return spec if _is_mapping(spec) else {}
-
-
 def _entries(template: Mapping[str, Any], field_name: str) -> list[Mapping[str, Any]]:
-    value = _spec(template).get(field_name)
-    return [e for e in value if _is_mapping(e)] if isinstance(value, list) else []
+    spec = template.get("spec")
+    value = spec.get(field_name) if _is_mapping(spec) else None
+    if not isinstance(value, list):
+        return []
+    # The test inline, not through _is_mapping: this runs for every entry.
+    return [e for e in value if type(e) is dict or isinstance(e, Mapping)]
 
 
 def has_value(arg: Mapping[str, Any]) -> bool:
@@ -162,30 +161,44 @@ def walk_templates(
             template: Mapping[str, Any] = result if _is_mapping(result) else {}
             yield Found(index, key, template)
             nested = nested_refs(template, namespace=namespace)
-            # Reversed so the first nested reference is popped (visited) first.
-            stack.extend((child, (*ancestors, key)) for child in reversed(nested))
+            if nested:
+                # Reversed so the first nested reference is popped (visited) first.
+                path = (*ancestors, key)
+                stack.extend((child, path) for child in reversed(nested))
 
 
 def build_order(found: Iterable[Found]) -> list[Found]:
     """Namespaced templates before cluster ones, walk order kept within each group
     (docs/verification.md "Engine mode", "The run"): the order the run's metrics and args are merged
     in."""
-    found = list(found)
-    return [f for f in found if not f.key.cluster] + [f for f in found if f.key.cluster]
+    return sorted(found, key=_cluster_scoped)  # sorted() is stable
+
+
+def _cluster_scoped(step: Found) -> bool:
+    return step.key.kind == KIND_CLUSTER_ANALYSIS_TEMPLATE
+
+
+def _names(entries: list[Mapping[str, Any]]) -> list[str]:
+    names = []
+    for entry in entries:
+        name = entry.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
 
 
 def _metric_collisions(
     found: Sequence[Found], list_path: Path, name_field: str
-) -> Iterator[Finding]:
+) -> list[Finding]:
     owner: dict[str, TemplateKey] = {}
+    out: list[Finding] = []
     for step in found:
-        for name in dict.fromkeys(
-            m["name"] for m in _entries(step.template, "metrics")
-            if isinstance(m.get("name"), str)
-        ):
+        # A template that defines a name twice is told about once (Argo Rollouts'
+        # own validation reports that duplicate).
+        for name in dict.fromkeys(_names(_entries(step.template, "metrics"))):
             first = owner.setdefault(name, step.key)
             if first != step.key:
-                yield Finding(
+                out.append(Finding(
                     # On the reference's name, like a missing template: the same kind of
                     # finding (about the template a reference leads to) at the same path.
                     path=(*list_path, step.root, name_field),
@@ -193,47 +206,56 @@ def _metric_collisions(
                     f"{describe(step.key)}; an AnalysisRun cannot have two metrics with one "
                     "name",
                     warning=True,
-                )
+                ))
+    return out
 
 
-def _arg_warnings(
-    found: Sequence[Found], spec: AnalysisSpec, args_path: Path
-) -> Iterator[Finding]:
+def _declared_args(found: Sequence[Found]) -> dict[str, tuple[bool, TemplateKey]]:
+    """Each arg the templates declare: whether one of them supplies its value, and the
+    first template that declares it."""
     declared: dict[str, tuple[bool, TemplateKey]] = {}
     for step in found:
         for arg in _entries(step.template, "args"):
             name = arg.get("name")
-            if not isinstance(name, str):
-                continue
-            supplied, first = declared.get(name, (False, step.key))
-            declared[name] = (supplied or has_value(arg), first)
-    given = {arg["name"] for arg in spec["args"]}
-    # The declared args the Stage does not set are what a misspelt Stage arg most likely
-    # meant (one it sets was not misspelt there). Bounded: difflib is quadratic, and
-    # this runs inside an admission request.
-    unset = [n for n in declared if n not in given and len(n) <= _MAX_ARG_NAME]
-    candidates = unset[:_MAX_HINT_CANDIDATES]
-    hints_left = _MAX_HINTS
-    for index, arg in enumerate(spec["args"]):
-        if arg["name"] not in declared:
-            hint = _closest_arg(arg["name"], candidates) if hints_left > 0 else None
-            hints_left -= 1
-            yield Finding(
+            if isinstance(name, str):
+                supplied, first = declared.get(name, (False, step.key))
+                declared[name] = (supplied or has_value(arg), first)
+    return declared
+
+
+def _arg_warnings(
+    found: Sequence[Found], args: list[AnalysisArg], spelling: Spelling, args_path: Path
+) -> list[Finding]:
+    declared = _declared_args(found)
+    out: list[Finding] = []
+    given = {arg["name"] for arg in args}
+    undeclared = [(index, arg["name"]) for index, arg in enumerate(args)
+                  if arg["name"] not in declared]
+    if undeclared:
+        # The declared args the Stage does not set are what a misspelt Stage arg most
+        # likely meant (one it sets was not misspelt there). Bounded: difflib is
+        # quadratic, and this runs inside an admission request.
+        unset = [n for n in declared if n not in given and len(n) <= _MAX_ARG_NAME]
+        candidates = unset[:_MAX_HINT_CANDIDATES]
+        for shown, (index, name) in enumerate(undeclared):
+            hint = _closest_arg(name, candidates) if shown < _MAX_HINTS else None
+            out.append(Finding(
                 path=(*args_path, index, "name"),
-                message=f"no referenced template declares arg {short(arg['name'])}"
+                message=f"no referenced template declares arg {short(name)}"
                 f"{f' (did you mean {short(hint)}?)' if hint else ''}; it is passed to the "
                 "AnalysisRun anyway",
                 warning=True,
-            )
-    how = "value or valueFrom" if spec["spelling"] == "analysis" else "name and value"
+            ))
+    how = "value or valueFrom" if spelling == "analysis" else "name and value"
     for name, (supplied, key) in declared.items():
         if not supplied and name not in given:
-            yield Finding(
+            out.append(Finding(
                 path=args_path,
                 message=f"{describe(key)} declares arg {short(name)} without a value; set it "
                 f"here ({how}), or the verification will end in Error",
                 warning=True,
-            )
+            ))
+    return out
 
 
 def _closest_arg(name: object, candidates: list[str]) -> str | None:
@@ -260,16 +282,17 @@ def _step_finding(step: Missing | Cycle | TooMany, ref_path: Path) -> Finding:
 
 def template_warnings(stage: dict[str, Any], *, lookup: TemplateLookup) -> list[Finding]:
     """Warnings about the templates a (valid) Stage references; [] if look-ups fail."""
-    spec = normalize_analysis(stage)
-    if spec is None:
+    stanza_found = stanza(stage)
+    if stanza_found is None:
         return []
+    spelling, body = stanza_found
     metadata = stage.get("metadata")
     namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
     namespace = namespace if isinstance(namespace, str) else ""
-    spelling = spec["spelling"]
     base: Path = ("spec", spelling)
     list_path: Path = (*base, _LIST_FIELD[spelling])
-    roots = [_root_key(ref, namespace) for ref in spec["templates"]]
+    roots = [template_key(name=ref["name"], cluster_scope=ref["clusterScope"],
+                          namespace=namespace) for ref in template_refs(spelling, body)]
     findings: list[Finding] = []
     found: list[Found] = []
     complete = True
@@ -292,10 +315,5 @@ def template_warnings(stage: dict[str, Any], *, lookup: TemplateLookup) -> list[
     if complete:
         # With a template missing (or not looked up), its args are unknown: these would
         # be guesses.
-        findings.extend(_arg_warnings(found, spec, (*base, "args")))
+        findings.extend(_arg_warnings(found, analysis_args(body), spelling, (*base, "args")))
     return findings
-
-
-def _root_key(ref: TemplateRef, namespace: str) -> TemplateKey:
-    return template_key(name=ref["name"], cluster_scope=ref["clusterScope"],
-                        namespace=namespace)

@@ -44,7 +44,8 @@ def parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
                    help="look-up budget per admission request: seconds that all of one "
                    "request's cross-object look-ups may take together (default 2)")
     p.add_argument("--cache-ttl", type=float, default=5.0,
-                   help="seconds a look-up answer is reused (default 5)")
+                   help="seconds a look-up answer is reused (default 5); a found template "
+                   "asked for after half of it is fetched anew in the background")
     p.add_argument("--max-connections", type=int, default=_DEFAULTS.max_connections,
                    help="connections each worker holds while they handshake, send a "
                    "request or idle between requests; past it the oldest idle one is "

@@ -12,7 +12,11 @@ its answer within about ``timeout`` seconds, well inside the webhook's
 
 Caching, keyed by (kind, namespace, name), is for bursts (many Stages naming the same
 template), and only where a stale answer is harmless:
-- a template that exists is cached for ``ttl`` seconds;
+- a template that exists is cached for ``ttl`` seconds; one asked for again after half
+  of that is fetched anew in the background (one thread per worker process, started at
+  the first such refresh) while the cached one still answers, so a steady flow of
+  requests never waits for an expired template (docs/comparison.md "Decisions where
+  upstream left a question open"); a template deleted since is dropped then;
 - "not found" is never cached: ``kubectl apply -f dir/`` creates a template and the
   Stage that names it a moment apart, and a cached miss would warn about a template
   that exists;
@@ -30,6 +34,8 @@ event loop itself, without handing them to a thread).
 from __future__ import annotations
 
 import logging
+import math
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -87,29 +93,42 @@ class TTLCache:
         self._max = max_entries
         self._clock = clock
         self._lock = threading.Lock()
-        self._data: OrderedDict[CacheKey, tuple[float, Any]] = OrderedDict()
+        # key: (expires, refresh_at, value)
+        self._data: OrderedDict[CacheKey, tuple[float, float, Any]] = OrderedDict()
 
-    def get(self, key: CacheKey) -> tuple[bool, Any]:
+    def get(self, key: CacheKey) -> tuple[bool, Any, bool]:
+        """(found, value, due): ``due`` once the entry is past the refresh point it was
+        put with."""
         # Read without the lock (one dict look-up is atomic under the GIL); writers take
         # it. A request reads the cache on every look-up, and the lock is its dearest
         # part when the CPU caches are cold.
         hit = self._data.get(key)
         if hit is None:
-            return False, None
-        expires, value = hit
-        if expires <= self._clock():
+            return False, None, False
+        expires, refresh_at, value = hit
+        now = self._clock()
+        if expires <= now:
             with self._lock:
                 if self._data.get(key) is hit:  # not put again since
                     del self._data[key]
-            return False, None
-        return True, value
+            return False, None, False
+        return True, value, refresh_at <= now
 
-    def put(self, key: CacheKey, value: Any, *, ttl: float | None = None) -> None:
+    def put(self, key: CacheKey, value: Any, *, ttl: float | None = None,
+            refresh_after: float = math.inf) -> None:
+        """Keep ``value`` for ``ttl`` seconds (the cache's own by default); :meth:`get`
+        says it is due for a refresh after ``refresh_after`` seconds."""
         with self._lock:
-            self._data[key] = (self._clock() + (self._ttl if ttl is None else ttl), value)
+            now = self._clock()
+            self._data[key] = (now + (self._ttl if ttl is None else ttl),
+                               now + refresh_after, value)
             self._data.move_to_end(key)
             while len(self._data) > self._max:
                 self._data.popitem(last=False)
+
+    def drop(self, key: CacheKey) -> None:
+        with self._lock:
+            self._data.pop(key, None)
 
 
 class ClusterLookups:
@@ -120,14 +139,24 @@ class ClusterLookups:
         self._rest = Rest(api_client)
         self._timeout = timeout
         self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
+        self._refresh_after = ttl / 2
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
+        self._refreshes: queue.SimpleQueue[tuple[CacheKey, Callable[[float], Any]]] = (
+            queue.SimpleQueue())
+        # Keys queued or being fetched; read and changed without a lock (a rare race
+        # only fetches a template twice).
+        self._refreshing: set[CacheKey] = set()
+        self._refresher: threading.Thread | None = None
+        self._refresher_lock = threading.Lock()
 
     def _cached(self, key: CacheKey, fetch: Callable[[float], Any], *, cache_hits: bool,
                 deadline: float | None, cached_only: bool = False) -> Any:
-        found, value = self._cache.get(key)
+        found, value, due = self._cache.get(key)
         if found:
-            metrics.count_lookup(kind=key[0],
-                                 result="error" if isinstance(value, _Failed) else "hit")
+            failed = isinstance(value, _Failed)
+            metrics.count_lookup(kind=key[0], result="error" if failed else "hit")
+            if due and not failed:
+                self._refresh_later(key, fetch)
         elif cached_only:
             raise MustWait(key)
         else:
@@ -158,10 +187,52 @@ class ClusterLookups:
                 if not cut_short:
                     self._cache.put(key, value, ttl=self._failure_ttl)
             elif value is not None and cache_hits:
-                self._cache.put(key, value)
+                self._cache.put(key, value, refresh_after=self._refresh_after)
         if isinstance(value, _Failed):
             raise schemas.LookupUnavailable(value.reason)
         return value
+
+    def _refresh_later(self, key: CacheKey, fetch: Callable[[float], Any]) -> None:
+        """Have ``key`` fetched anew in the background (once, however many requests
+        ask meanwhile); the request goes on with the cached value."""
+        if key in self._refreshing:
+            return
+        self._refreshing.add(key)
+        if self._refresher is None:
+            # Started at the first refresh, in the process that serves: a thread
+            # started before gunicorn forks its workers would not be in them.
+            with self._refresher_lock:
+                if self._refresher is None:
+                    self._refresher = threading.Thread(
+                        target=self._refresh_loop, name="lookup-refresh", daemon=True)
+                    self._refresher.start()
+        self._refreshes.put((key, fetch))
+
+    def _refresh_loop(self) -> None:
+        while True:
+            key, fetch = self._refreshes.get()
+            try:
+                self._refresh(key, fetch)
+            except Exception:  # a bug must not end the refreshes
+                log.exception("could not refresh a cached look-up")
+            finally:
+                self._refreshing.discard(key)
+
+    def _refresh(self, key: CacheKey, fetch: Callable[[float], Any]) -> None:
+        """A template fetched anew replaces the cached one (its ``ttl`` starts again);
+        one deleted since is dropped, so the next request looks it up itself and warns
+        that it is missing; any other failure leaves the cached one to expire, and the
+        request after that fetches it as before."""
+        try:
+            value = fetch(self._timeout)  # None: it does not exist
+        except Exception:  # API errors, timeouts, refused connections: see the docstring
+            metrics.count_lookup(kind=key[0], result="refresh_failed")
+            return
+        metrics.count_lookup(kind=key[0], result="refreshed")
+        if value is None:
+            self._cache.drop(key)
+        else:
+            self._cache.put(key, value, refresh_after=self._refresh_after)
 
     def template(self, kind: str, namespace: str, name: str, *,
                  deadline: float | None = None, cached_only: bool = False
@@ -195,15 +266,12 @@ class ClusterLookups:
         """Look-ups sharing one deadline: ``timeout`` seconds from now, for everything
         one admission request asks (``cached_only``: see the module docstring)."""
         deadline = time.monotonic() + self._timeout
-
-        def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-            return self.template(kind, namespace, name, deadline=deadline,
-                                 cached_only=cached_only)
-
-        def rollout_managers(namespace: str) -> list[dict[str, Any]]:
-            return self.rollout_managers(namespace, deadline=deadline, cached_only=cached_only)
-
-        return Lookups(template=template, rollout_managers=rollout_managers)
+        # partial, not a closure: one Python call less for every look-up.
+        return Lookups(
+            template=partial(self.template, deadline=deadline, cached_only=cached_only),
+            rollout_managers=partial(self.rollout_managers, deadline=deadline,
+                                     cached_only=cached_only),
+        )
 
     def as_lookups(self, *, cached_only: bool = False) -> Lookups:
         """What the app holds: a factory that starts each request's budget."""

@@ -44,7 +44,8 @@ LATENCY = Histogram(
 LOOKUPS = Counter(
     "rollgate_webhook_lookups_total",
     "Cross-object look-ups by kind and result (hit = cache, found, not_found, error, "
-    "skipped = the request's look-up budget was spent); "
+    "skipped = the request's look-up budget was spent; refreshed, refresh_failed = a "
+    "cached template fetched again in the background); "
     "errors mean the look-up warnings were skipped.",
     ["kind", "result"],
 )

@@ -45,7 +45,8 @@ class UnclosedExpression(ValueError):
 
 
 def is_template(value: str) -> bool:
-    return any(opener in value for opener, _ in DELIMITERS)
+    # Both openers start with "${": most values have neither, and are told at once.
+    return "${" in value and any(opener in value for opener, _ in DELIMITERS)
 
 
 def segments(value: str) -> list[Segment]:

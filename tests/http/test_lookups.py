@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -63,18 +66,36 @@ def test_ttl_cache_expires_and_is_bounded():
     now = [0.0]
     cache = TTLCache(ttl=5.0, max_entries=2, clock=lambda: now[0])
     cache.put(("AnalysisTemplate", "ns", "a"), {"spec": {}})
-    assert cache.get(("AnalysisTemplate", "ns", "a")) == (True, {"spec": {}})
+    assert cache.get(("AnalysisTemplate", "ns", "a")) == (True, {"spec": {}}, False)
     cache.put(("AnalysisTemplate", "ns", "missing"), None)
-    assert cache.get(("AnalysisTemplate", "ns", "missing")) == (True, None)  # 404 is cached
+    assert cache.get(("AnalysisTemplate", "ns", "missing")) == (True, None, False)  # cached
     now[0] = 5.0
-    assert cache.get(("AnalysisTemplate", "ns", "a")) == (False, None)
+    assert cache.get(("AnalysisTemplate", "ns", "a")) == (False, None, False)
     for name in "xyz":
         cache.put(("AnalysisTemplate", "ns", name), name)
-    assert cache.get(("AnalysisTemplate", "ns", "x")) == (False, None)  # evicted (oldest)
-    assert cache.get(("AnalysisTemplate", "ns", "z")) == (True, "z")
+    assert cache.get(("AnalysisTemplate", "ns", "x")) == (False, None, False)  # evicted
+    assert cache.get(("AnalysisTemplate", "ns", "z")) == (True, "z", False)
     cache.put(("k", "n", "short"), 1, ttl=1.0)
     now[0] = 6.5
-    assert cache.get(("k", "n", "short")) == (False, None)
+    assert cache.get(("k", "n", "short")) == (False, None, False)
+
+
+def test_ttl_cache_says_when_an_entry_is_due_for_a_refresh():
+    now = [0.0]
+    cache = TTLCache(ttl=5.0, clock=lambda: now[0])
+    key = ("AnalysisTemplate", "ns", "a")
+    cache.put(key, "v", refresh_after=2.5)
+    now[0] = 2.4
+    assert cache.get(key) == (True, "v", False)
+    now[0] = 2.5
+    assert cache.get(key) == (True, "v", True)  # still served: only due
+    now[0] = 5.0
+    assert cache.get(key) == (False, None, False)
+    cache.put(key, "w", refresh_after=2.5)  # put again: due again only later
+    now[0] = 7.0
+    assert cache.get(key) == (True, "w", False)
+    cache.drop(key)
+    assert cache.get(key) == (False, None, False)
 
 
 def test_a_value_put_while_an_expired_one_is_read_is_kept():
@@ -99,8 +120,8 @@ def test_a_value_put_while_an_expired_one_is_read_is_kept():
     cache.put(key, "old")
     now[0] = 5.0
     race[0] = True
-    assert cache.get(key) == (False, None)  # what it read had expired
-    assert cache.get(key) == (True, "fresh")
+    assert cache.get(key) == (False, None, False)  # what it read had expired
+    assert cache.get(key) == (True, "fresh", False)
 
 
 @pytest.fixture
@@ -218,20 +239,26 @@ def test_a_forbidden_lookup_is_one_log_line_with_status_reason_and_object(caplog
 @pytest.fixture
 def template_api():
     """An API server that has every template asked for (one metric, no args) and counts
-    the GETs in ``api.gets``."""
+    the GETs in ``api.gets``. ``api.status`` (200) is what it answers from then on (a
+    404 or 500 is a Status); ``api.metric`` names the templates' metric."""
     import http.server
     import threading
 
     gets: list[str] = []
+    state: dict[str, Any] = {"status": 200, "metric": ""}
 
     class Templates(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             gets.append(self.path)
+            if state["status"] != 200:
+                send_json(self, state["status"], {"kind": "Status", "apiVersion": "v1",
+                                                  "status": "Failure", "code": state["status"]})
+                return
             kind = "ClusterAnalysisTemplate" if "/clusteranalysistemplates/" in self.path \
                 else "AnalysisTemplate"
             send_json(self, 200, objects.analysis_template(
                 self.path.rsplit("/", 1)[1], cluster=kind == "ClusterAnalysisTemplate",
-                metrics=[{"name": kind.lower(), "provider": {
+                metrics=[{"name": state["metric"] or kind.lower(), "provider": {
                     "web": {"url": "http://metrics.example/q"}}}]))
 
         def log_message(self, *args: object) -> None:
@@ -244,6 +271,7 @@ def template_api():
     cfg.retries = False
     api = k8s.ApiClient(cfg)
     api.gets = gets  # type: ignore[attr-defined]
+    api.state = state  # type: ignore[attr-defined]
     yield api
     server.shutdown()
     server.server_close()
@@ -284,3 +312,70 @@ def test_a_review_that_must_wait_is_answered_where_it_may_and_counted_once(templ
     assert json.loads(cached.body)["response"]["allowed"] is True
     assert requests_counted() == before + 2
     assert len(template_api.gets) == 2  # the two templates, each once
+
+
+def _metric_of(template: dict[str, Any] | None) -> str:
+    assert template is not None
+    name: str = template["spec"]["metrics"][0]["name"]
+    return name
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after 5s waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_template_asked_for_after_half_its_ttl_is_fetched_again_in_the_background(
+        template_api):
+    """The request that finds it due is answered from the cache at once; the template
+    fetched meanwhile answers the next, and lives a full ttl from then: a steady flow
+    of requests never waits for it."""
+    lookups = ClusterLookups(template_api, ttl=1.0)
+    key = ("AnalysisTemplate", "ns", "a")
+    assert _metric_of(lookups.template(*key)) == "analysistemplate"
+    assert _metric_of(lookups.template(*key, cached_only=True)) == "analysistemplate"
+    assert len(template_api.gets) == 1  # not due yet: nothing fetched
+    template_api.state["metric"] = "changed"
+    time.sleep(0.55)
+    for _ in range(5):  # however many ask while it is fetched: one fetch
+        assert _metric_of(lookups.template(*key, cached_only=True)) == "analysistemplate"
+    _until(lambda: _metric_of(lookups.template(*key, cached_only=True)) == "changed",
+           "the template fetched in the background")
+    assert len(template_api.gets) == 2
+    time.sleep(0.5)  # past the first fetch's ttl, not the second's
+    assert _metric_of(lookups.template(*key, cached_only=True)) == "changed"
+
+
+def test_a_template_deleted_since_is_dropped_when_it_is_refreshed(template_api):
+    lookups = ClusterLookups(template_api, ttl=1.0)
+    key = ("AnalysisTemplate", "ns", "a")
+    lookups.template(*key)
+    template_api.state["status"] = 404
+    time.sleep(0.55)
+    lookups.template(*key, cached_only=True)  # due: refreshed in the background
+
+    def dropped() -> bool:
+        try:
+            lookups.template(*key, cached_only=True)
+        except MustWait:
+            return True
+        return False
+
+    _until(dropped, "the deleted template to leave the cache")
+    assert lookups.template(*key) is None  # the next request finds it missing
+
+
+def test_a_failed_refresh_leaves_the_cached_template_to_expire(template_api):
+    lookups = ClusterLookups(template_api, ttl=1.0)
+    key = ("AnalysisTemplate", "ns", "a")
+    lookups.template(*key)
+    template_api.state["status"] = 500
+    time.sleep(0.55)
+    assert lookups.template(*key, cached_only=True) is not None  # due: refresh starts
+    _until(lambda: len(template_api.gets) == 2, "the refresh")
+    assert _metric_of(lookups.template(*key, cached_only=True)) == "analysistemplate"
+    time.sleep(0.5)  # the first fetch's ttl is over
+    with pytest.raises(MustWait):
+        lookups.template(*key, cached_only=True)
