@@ -261,6 +261,9 @@ def schema_findings(validator: ErrorSource, instance: object, *,
     ``served``: the API server accepted the object, so an unknown field is a newer
     upstream's, not a misspelling (``schemas.skew``): a required field it resembles is
     still reported missing."""
+    found = list(validator.iter_errors(instance))
+    if not found:  # most objects: none of the bookkeeping below
+        return []
     chosen: dict[Path, tuple[int, Finding]] = {}
     # A misspelt required field is one mistake, not two: when an unknown field's
     # did-you-mean names a missing required field, only the unknown field (with its
@@ -274,7 +277,7 @@ def schema_findings(validator: ErrorSource, instance: object, *,
         if current is None or rank < current[0]:
             chosen[path] = (rank, Finding(path=path, message=message, unknown=unknown))
 
-    for error in validator.iter_errors(instance):
+    for error in found:
         base = keyify(error.absolute_path)
         keyword = str(error.validator)
         if keyword == "additionalProperties":
