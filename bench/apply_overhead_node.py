@@ -37,6 +37,7 @@ from bench.apply_overhead import (
     compare,
     finish,
     handler_mean_ms,
+    lookups_by_result,
     run_rounds,
     side_by_side,
 )
@@ -135,8 +136,9 @@ def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
     setups.start()
     run = run_rounds(client.CustomObjectsApi(plane.api_client()), setups, rounds=args.rounds,
                      creates=args.creates, warmup=args.warmup)
-    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(
-        webhook_metrics(plane, container["ports"][0]["containerPort"]))}
+    metrics_text = webhook_metrics(plane, container["ports"][0]["containerPort"])
+    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(metrics_text),
+            "rollgate_lookups": lookups_by_result(metrics_text)}
 
 
 def webhook_metrics(plane: ControlPlane, port: int) -> str:

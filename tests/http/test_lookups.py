@@ -314,6 +314,9 @@ def test_a_review_that_must_wait_is_answered_where_it_may_and_counted_once(templ
     assert len(template_api.gets) == 2  # the two templates, each once
 
 
+_KEY = ("AnalysisTemplate", "ns", "a")
+
+
 def _metric_of(template: dict[str, Any] | None) -> str:
     assert template is not None
     name: str = template["spec"]["metrics"][0]["name"]
@@ -333,7 +336,7 @@ def test_a_template_asked_for_after_half_its_ttl_is_fetched_again_in_the_backgro
     fetched meanwhile answers the next, and lives a full ttl from then: a steady flow
     of requests never waits for it."""
     lookups = ClusterLookups(template_api, ttl=1.0)
-    key = ("AnalysisTemplate", "ns", "a")
+    key = _KEY
     assert _metric_of(lookups.template(*key)) == "analysistemplate"
     assert _metric_of(lookups.template(*key, cached_only=True)) == "analysistemplate"
     assert len(template_api.gets) == 1  # not due yet: nothing fetched
@@ -348,34 +351,37 @@ def test_a_template_asked_for_after_half_its_ttl_is_fetched_again_in_the_backgro
     assert _metric_of(lookups.template(*key, cached_only=True)) == "changed"
 
 
-def test_a_template_deleted_since_is_dropped_when_it_is_refreshed(template_api):
-    lookups = ClusterLookups(template_api, ttl=1.0)
-    key = ("AnalysisTemplate", "ns", "a")
-    lookups.template(*key)
-    template_api.state["status"] = 404
+def _due_for_refresh(api: k8s.ApiClient, **answers: Any) -> ClusterLookups:
+    """Look-ups (ttl 1 s) that fetched _KEY once, past its refresh point now, from an
+    API server that answers ``answers`` (``template_api``'s state) from then on."""
+    lookups = ClusterLookups(api, ttl=1.0)
+    lookups.template(*_KEY)
+    api.state.update(answers)  # type: ignore[attr-defined]
     time.sleep(0.55)
-    lookups.template(*key, cached_only=True)  # due: refreshed in the background
+    return lookups
+
+
+def test_a_template_deleted_since_is_dropped_when_it_is_refreshed(template_api):
+    lookups = _due_for_refresh(template_api, status=404)
+    lookups.template(*_KEY, cached_only=True)  # due: refreshed in the background
 
     def dropped() -> bool:
         try:
-            lookups.template(*key, cached_only=True)
+            lookups.template(*_KEY, cached_only=True)
         except MustWait:
             return True
         return False
 
     _until(dropped, "the deleted template to leave the cache")
-    assert lookups.template(*key) is None  # the next request finds it missing
+    assert len(template_api.gets) == 2  # dropped by the refresh, not by its ttl
+    assert lookups.template(*_KEY) is None  # the next request finds it missing
 
 
 def test_a_failed_refresh_leaves_the_cached_template_to_expire(template_api):
-    lookups = ClusterLookups(template_api, ttl=1.0)
-    key = ("AnalysisTemplate", "ns", "a")
-    lookups.template(*key)
-    template_api.state["status"] = 500
-    time.sleep(0.55)
-    assert lookups.template(*key, cached_only=True) is not None  # due: refresh starts
+    lookups = _due_for_refresh(template_api, status=500)
+    assert lookups.template(*_KEY, cached_only=True) is not None  # due: refresh starts
     _until(lambda: len(template_api.gets) == 2, "the refresh")
-    assert _metric_of(lookups.template(*key, cached_only=True)) == "analysistemplate"
+    assert _metric_of(lookups.template(*_KEY, cached_only=True)) == "analysistemplate"
     time.sleep(0.5)  # the first fetch's ttl is over
     with pytest.raises(MustWait):
-        lookups.template(*key, cached_only=True)
+        lookups.template(*_KEY, cached_only=True)
