@@ -60,7 +60,7 @@ import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,18 +157,23 @@ _SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+def samples(metrics_text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Each labelled sample of a Prometheus text exposition: name, labels, value."""
+    for line in metrics_text.splitlines():
+        match = _SAMPLE.match(line)
+        if match:
+            yield match.group(1), dict(_LABEL.findall(match.group(2))), float(match.group(3))
+
+
 def histogram(metrics_text: str, metric: str, /, **labels: str) -> dict[str, float]:
     """``sum`` and ``count`` of a Prometheus histogram over the series whose labels
     include ``labels``."""
     totals = {"sum": 0.0, "count": 0.0}
-    for line in metrics_text.splitlines():
-        match = _SAMPLE.match(line)
-        if not match or not match.group(1).startswith(metric + "_"):
-            continue
-        part = match.group(1).removeprefix(metric + "_")
-        found = dict(_LABEL.findall(match.group(2)))
-        if part in totals and all(found.get(k) == v for k, v in labels.items()):
-            totals[part] += float(match.group(3))
+    for name, found, value in samples(metrics_text):
+        part = name.removeprefix(metric + "_")
+        if (part != name and part in totals
+                and all(found.get(k) == v for k, v in labels.items())):
+            totals[part] += value
     return totals
 
 
@@ -469,11 +474,9 @@ def lookups_by_result(webhook_metrics: str) -> dict[str, float]:
     """rollgate's template look-ups over the whole run by result (``hit``: answered
     from its cache; ``found``: asked of the API server, so that request waited)."""
     counts: dict[str, float] = {}
-    for line in webhook_metrics.splitlines():
-        match = _SAMPLE.match(line)
-        if match and match.group(1) == "rollgate_webhook_lookups_total":
-            result = dict(_LABEL.findall(match.group(2))).get("result", "")
-            counts[result] = counts.get(result, 0.0) + float(match.group(3))
+    for name, labels, value in samples(webhook_metrics):
+        if name == "rollgate_webhook_lookups_total":
+            counts[labels["result"]] = counts.get(labels["result"], 0.0) + value
     return counts
 
 

@@ -82,7 +82,7 @@ def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None,
                 findings.extend(arg_expression_findings(
                     ("spec", spelling, "args"), body.get("args"),
                     var_names=stage_var_names(spec)))
-    if template_lookup is not None and (not findings or not errors(findings)):
+    if template_lookup is not None and not errors(findings):
         findings.extend(template_warnings(stage, lookup=template_lookup))
     return sort_findings(findings)
 

@@ -187,8 +187,6 @@ def _more(count: int, what: str) -> str:
 
 def warning_texts(findings: list[schemas.Finding]) -> list[str]:
     """At most :data:`MAX_WARNINGS` warnings (the last one says how many were left out)."""
-    if not findings:
-        return []
     found = schemas.warnings(findings)
     if len(found) <= MAX_WARNINGS:
         return [warning_text(f) for f in found]
