@@ -59,6 +59,9 @@ _TEMPLATES: dict[str, Resource] = {
 }
 
 CacheKey = tuple[str, str, str]
+# What a miss or a refresh asks the API server: fetch(key, timeout) -> the value, None
+# when it does not exist; raises on failure.
+Fetch = Callable[[CacheKey, float], Any]
 
 
 class _Failed:
@@ -141,15 +144,14 @@ class ClusterLookups:
         self._failure_ttl = min(ttl, 2.0) if failure_ttl is None else failure_ttl
         self._refresh_after = ttl / 2
         self._cache = TTLCache(ttl=ttl, max_entries=max_entries)
-        self._refreshes: queue.SimpleQueue[tuple[CacheKey, Callable[[float], Any]]] = (
-            queue.SimpleQueue())
+        self._refreshes: queue.SimpleQueue[tuple[CacheKey, Fetch]] = queue.SimpleQueue()
         # Keys queued or being fetched; read and changed without a lock (a rare race
         # only fetches a template twice).
         self._refreshing: set[CacheKey] = set()
         self._refresher: threading.Thread | None = None
         self._refresher_lock = threading.Lock()
 
-    def _cached(self, key: CacheKey, fetch: Callable[[float], Any], *, cache_hits: bool,
+    def _cached(self, key: CacheKey, fetch: Fetch, *, cache_hits: bool,
                 deadline: float | None, cached_only: bool = False) -> Any:
         found, value, due = self._cache.get(key)
         if found:
@@ -171,7 +173,7 @@ class ClusterLookups:
             # it is not remembered, so the next request asks again with a full timeout.
             cut_short = timeout < self._timeout
             try:
-                value = fetch(timeout)
+                value = fetch(key, timeout)
             except ApiException as exc:
                 value = None if exc.status == 404 else _Failed(_api_error(exc))
             except Exception as exc:  # timeouts, refused connections, TLS errors
@@ -192,7 +194,7 @@ class ClusterLookups:
             raise schemas.LookupUnavailable(value.reason)
         return value
 
-    def _refresh_later(self, key: CacheKey, fetch: Callable[[float], Any]) -> None:
+    def _refresh_later(self, key: CacheKey, fetch: Fetch) -> None:
         """Have ``key`` fetched anew in the background (once, however many requests
         ask meanwhile); the request goes on with the cached value."""
         if key in self._refreshing:
@@ -218,13 +220,13 @@ class ClusterLookups:
             finally:
                 self._refreshing.discard(key)
 
-    def _refresh(self, key: CacheKey, fetch: Callable[[float], Any]) -> None:
+    def _refresh(self, key: CacheKey, fetch: Fetch) -> None:
         """A template fetched anew replaces the cached one (its ``ttl`` starts again);
         one deleted since is dropped, so the next request looks it up itself and warns
         that it is missing; any other failure leaves the cached one to expire, and the
         request after that fetches it as before."""
         try:
-            value = fetch(self._timeout)  # None: it does not exist
+            value = fetch(key, self._timeout)  # None: it does not exist
         except Exception:  # API errors, timeouts, refused connections: see the docstring
             metrics.count_lookup(kind=key[0], result="refresh_failed")
             return
@@ -243,23 +245,27 @@ class ClusterLookups:
         resource = _TEMPLATES.get(kind)
         if resource is None:
             return None
-        scope_ns = namespace if resource.namespaced else ""
-
-        def fetch(timeout: float) -> Any:
-            return self._rest.get(resource, scope_ns, name, timeout=timeout)
-
         found: dict[str, Any] | None = self._cached(
-            (kind, scope_ns, name), fetch, cache_hits=True, deadline=deadline,
-            cached_only=cached_only)
+            (kind, namespace if resource.namespaced else "", name), self._get_template,
+            cache_hits=True, deadline=deadline, cached_only=cached_only)
         return found
+
+    # The fetches: methods taking the key, not closures over it, which each look-up
+    # would build even when the cache answers (most of them, and with the CPU caches
+    # cold every Python object built counts: docs/benchmarks.md "Inside the webhook
+    # server").
+    def _get_template(self, key: CacheKey, timeout: float) -> Any:
+        kind, namespace, name = key
+        return self._rest.get(_TEMPLATES[kind], namespace, name, timeout=timeout)
+
+    def _list_rollout_managers(self, key: CacheKey, timeout: float) -> Any:
+        listing = self._rest.list(ROLLOUT_MANAGER, key[1], timeout=timeout)
+        return listing.get("items") or []
 
     def rollout_managers(self, namespace: str, *, deadline: float | None = None,
                          cached_only: bool = False) -> list[dict[str, Any]]:
-        def fetch(timeout: float) -> Any:
-            listing = self._rest.list(ROLLOUT_MANAGER, namespace, timeout=timeout)
-            return listing.get("items") or []
-
-        return list(self._cached((ROLLOUT_MANAGER.kind, namespace, ""), fetch, cache_hits=False,
+        return list(self._cached((ROLLOUT_MANAGER.kind, namespace, ""),
+                                 self._list_rollout_managers, cache_hits=False,
                                  deadline=deadline, cached_only=cached_only) or [])
 
     def for_request(self, *, cached_only: bool = False) -> Lookups:

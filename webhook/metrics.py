@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 from collections import deque
-from collections.abc import Callable
 
 from cryptography import x509
 from prometheus_client import (
@@ -115,8 +114,10 @@ def _lookup_series(kind: str, result: str) -> Counter:
 # (webhook.server.worker calls App.after_answers). Under `python -m webhook`
 # (PROMETHEUS_MULTIPROC_DIR set) every increment takes a lock and writes a memory-mapped
 # file, some 18 us a request once the CPU caches are taken (docs/benchmarks.md "Inside
-# the webhook server"), which the API server would otherwise wait for.
-_pending: deque[tuple[Callable[[float], None], float]] = deque()
+# the webhook server"), which the API server would otherwise wait for. Queued as label
+# values: finding the series is flush()'s work too, off that wait.
+_requests: deque[tuple[str, str, float]] = deque()  # (endpoint, result, seconds)
+_lookups: deque[tuple[str, str]] = deque()  # (kind, result)
 # A bound on what waits, for a caller that never flushes (the app timed in-process by
 # bench.server_profile): past it the queue is recorded at once. The server flushes after
 # every turn of its loop, so it never comes near.
@@ -124,19 +125,14 @@ _MAX_PENDING = 10_000
 
 
 def count_lookup(*, kind: str, result: str) -> None:
-    _pending.append((_lookup_series(kind, result).inc, 1.0))
-    _bound()
+    _lookups.append((kind, result))
+    if len(_lookups) > _MAX_PENDING:
+        flush()
 
 
 def observe(*, endpoint: str, result: str, seconds: float) -> None:
-    requests, latency = _series(endpoint, result)
-    _pending.append((requests.inc, 1.0))
-    _pending.append((latency.observe, seconds))
-    _bound()
-
-
-def _bound() -> None:
-    if len(_pending) > _MAX_PENDING:
+    _requests.append((endpoint, result, seconds))
+    if len(_requests) > _MAX_PENDING:
         flush()
 
 
@@ -144,12 +140,20 @@ def flush() -> None:
     """Make the recordings :func:`observe` and :func:`count_lookup` queued. Any thread
     may call it: each is taken once (taken, then made: a scrape in between sees it at
     the next scrape)."""
-    while _pending:
+    while _requests:
         try:
-            record, value = _pending.popleft()
+            endpoint, result, seconds = _requests.popleft()
         except IndexError:  # another thread took the last one
             break
-        record(value)
+        requests, latency = _series(endpoint, result)
+        requests.inc()
+        latency.observe(seconds)
+    while _lookups:
+        try:
+            kind, result = _lookups.popleft()
+        except IndexError:
+            break
+        _lookup_series(kind, result).inc()
 
 
 def exposition() -> tuple[bytes, str]:
