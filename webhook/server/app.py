@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from _json import make_encoder
+from _json import make_encoder, make_scanner
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -73,10 +73,37 @@ def _json(body: dict[str, Any]) -> Answer:
     return Answer(200, encode_json(body), _JSON)
 
 
+# json.loads's own scanner (C), called without the Python layers around it (the
+# encoding's detection, decode(), raw_decode(), two whitespace matches): with the CPU
+# caches cold each costs, some 30 us in all (docs/benchmarks.md "Inside the webhook
+# server"). The same decoder options as json.loads, so the same values.
+# typeshed types the scanner's argument as a scanner; it is the decoder whose options it
+# reads, as json.JSONDecoder itself passes it.
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(
+    json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def decode_json(raw: bytes) -> Any:
+    """``json.loads(raw)``, faster for what the API server sends: UTF-8 without a BOM,
+    an object first. Anything else, and anything the scanner refuses, goes to
+    ``json.loads`` itself, so its answers and errors are the ones given (a UTF-16 body
+    starts with ``{`` and a NUL, which the scanner refuses)."""
+    if raw[:1] == b"{":
+        try:
+            text = raw.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
+            value, end = _SCAN(text, 0)
+        except (ValueError, StopIteration):  # UnicodeDecodeError, JSONDecodeError
+            return json.loads(raw)
+        # What json.loads allows after the value: its whitespace (not str.isspace's).
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
+            return value
+    return json.loads(raw)
+
+
 def _parse(raw: bytes) -> Any:
     """The JSON body; raises BadReview for anything that is not JSON."""
     try:
-        return json.loads(raw)
+        return decode_json(raw)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, deep nesting
         raise admission.BadReview("request body is not valid JSON") from exc
 
