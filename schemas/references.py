@@ -75,6 +75,45 @@ def _entries(template: Mapping[str, Any], field_name: str) -> list[Mapping[str, 
     return [e for e in value if type(e) is dict or isinstance(e, Mapping)]
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the walk and the warnings read from one template."""
+
+    nested: tuple[tuple[str, bool], ...]  # spec.templates: (templateName, clusterScope)
+    metrics: tuple[str, ...]  # the metrics' names, each once, in order
+    args: tuple[tuple[str, bool], ...]  # spec.args: (name, whether it supplies a value)
+
+
+# The facts of the templates read lately, by the template object's identity: the
+# webhook's look-ups answer every request with the same cached object (a refresh brings
+# a new one), so each template is read once, not once per admission request; with the
+# CPU caches cold, that reading is a tenth of a review (docs/benchmarks.md "Inside the
+# webhook server"). The template is held with its facts, so its id cannot be reused
+# while it is here; templates are never changed in place (look-up caches, informers and
+# the run builder copy what they change). Cleared when full, as many entries at most as
+# the webhook's look-up cache holds templates.
+_FACTS: dict[int, tuple[Mapping[str, Any], _Facts]] = {}
+_MAX_FACTS = 1024
+
+
+def _facts(template: Mapping[str, Any]) -> _Facts:
+    held = _FACTS.get(id(template))
+    if held is not None and held[0] is template:
+        return held[1]
+    facts = _Facts(
+        nested=tuple((ref["templateName"], ref.get("clusterScope") is True)
+                     for ref in _entries(template, "templates")
+                     if isinstance(ref.get("templateName"), str) and ref["templateName"]),
+        metrics=tuple(dict.fromkeys(_names(_entries(template, "metrics")))),
+        args=tuple((arg["name"], has_value(arg)) for arg in _entries(template, "args")
+                   if isinstance(arg.get("name"), str)),
+    )
+    if len(_FACTS) >= _MAX_FACTS:
+        _FACTS.clear()
+    _FACTS[id(template)] = (template, facts)
+    return facts
+
+
 def has_value(arg: Mapping[str, Any]) -> bool:
     """Whether an arg entry supplies a value (``value`` or ``valueFrom``)."""
     return arg.get("value") is not None or arg.get("valueFrom") is not None
@@ -82,12 +121,8 @@ def has_value(arg: Mapping[str, Any]) -> bool:
 
 def nested_refs(template: Mapping[str, Any], *, namespace: str) -> list[TemplateKey]:
     """The ``spec.templates`` references of a template, as look-up keys."""
-    return [
-        template_key(name=ref["templateName"], cluster_scope=ref.get("clusterScope") is True,
-                     namespace=namespace)
-        for ref in _entries(template, "templates")
-        if isinstance(ref.get("templateName"), str) and ref["templateName"]
-    ]
+    return [template_key(name=name, cluster_scope=cluster, namespace=namespace)
+            for name, cluster in _facts(template).nested]
 
 
 # ---------------------------------------------------------------- the walk
@@ -195,7 +230,7 @@ def _metric_collisions(
     for step in found:
         # A template that defines a name twice is told about once (Argo Rollouts'
         # own validation reports that duplicate).
-        for name in dict.fromkeys(_names(_entries(step.template, "metrics"))):
+        for name in _facts(step.template).metrics:
             first = owner.setdefault(name, step.key)
             if first != step.key:
                 out.append(Finding(
@@ -215,11 +250,9 @@ def _declared_args(found: Sequence[Found]) -> dict[str, tuple[bool, TemplateKey]
     first template that declares it."""
     declared: dict[str, tuple[bool, TemplateKey]] = {}
     for step in found:
-        for arg in _entries(step.template, "args"):
-            name = arg.get("name")
-            if isinstance(name, str):
-                supplied, first = declared.get(name, (False, step.key))
-                declared[name] = (supplied or has_value(arg), first)
+        for name, supplies in _facts(step.template).args:
+            supplied, first = declared.get(name, (False, step.key))
+            declared[name] = (supplied or supplies, first)
     return declared
 
 

@@ -16,6 +16,7 @@ from reconciler.verification.analysis_run import (
     TemplateNotFound,
     build_analysis_run,
 )
+from schemas import references
 from schemas.references import MAX_TEMPLATES
 from testkit import objects
 from testkit.objects import k8s_object
@@ -147,3 +148,45 @@ def test_absent_kind_and_cluster_scope_build_what_the_explicit_defaults_build() 
     assert all(run == runs[0] for run in runs[1:])
     assert ("AnalysisTemplate", NS, "local") in world.calls
     assert webhook_warnings(verification({"name": "local"}, shared), world) == []
+
+
+# ------------------------------------------------------------- each template read once
+
+
+def _with_arg(name: str, arg: str) -> dict[str, Any]:
+    """A template declaring ``arg`` without a value (the Stage must set it: a warning)."""
+    return objects.analysis_template(name, namespace=NS, args=[{"name": arg}],
+                                     metrics=[{"name": "m", "provider": {"job": {}}}])
+
+
+def test_the_same_template_object_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook's look-ups answer every request with the same cached object."""
+    read: list[str] = []
+    entries = references._entries
+    monkeypatch.setattr(references, "_entries",
+                        lambda template, field: read.append(field) or entries(template, field))
+    world = World(_with_arg("a", "service"))
+    first = webhook_warnings(stage("a"), world)
+    assert sorted(read) == ["args", "metrics", "templates"]
+    assert webhook_warnings(stage("a"), world) == first
+    assert len(read) == 3, "the second review read the template again"
+    assert any('declares arg "service" without a value' in w for w in first), first
+
+
+def test_a_template_fetched_anew_is_read_anew() -> None:
+    """A refresh brings a new object: its facts, not the old one's, even where Python
+    gives the new object the old one's id."""
+    world = World(_with_arg("a", "service"))
+    assert any('"service"' in w for w in webhook_warnings(stage("a"), world))
+    key = next(iter(world.by_key))
+    del world.by_key[key]
+    world.by_key[key] = _with_arg("a", "region")
+    warnings = webhook_warnings(stage("a"), world)
+    assert any('"region"' in w for w in warnings), warnings
+    assert not any('"service"' in w for w in warnings), warnings
+
+
+def test_the_facts_kept_are_bounded() -> None:
+    for i in range(references._MAX_FACTS + 10):
+        webhook_warnings(stage(f"t{i}"), World(_with_arg(f"t{i}", "service")))
+        assert len(references._FACTS) <= references._MAX_FACTS
