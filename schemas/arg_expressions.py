@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from schemas.expressions import check_value
+from schemas.expressions.template import is_template
 from schemas.findings import Finding, Path
 
 
@@ -32,7 +33,8 @@ def arg_expression_findings(list_path: Path, args: object, *,
         return
     for index, arg in enumerate(args):
         value = arg.get("value") if isinstance(arg, dict) else None
-        if not isinstance(value, str) or not value:
+        # Most values hold no expression: told here, without building a verdict.
+        if not isinstance(value, str) or not is_template(value):
             continue
         verdict = check_value(value, var_names=var_names)
         path = (*list_path, index, "value")
