@@ -92,23 +92,25 @@ class Timer:
         self._evict_to = bytearray(evict_bytes)
 
     def median_us(self, fn: Callable[[], object]) -> float:
-        return self.median_of(lambda: _timed(fn))
+        return self.median_of(lambda: timed_ns(fn))
 
     def median_of(self, timed: Callable[[], int]) -> float:
         """The median of ``timed`` (which returns nanoseconds it measured itself)."""
         for _ in range(min(200, self.iterations)):
             timed()
-        taken = []
-        for _ in range(self.iterations):
-            if self.gap:
-                time.sleep(self.gap)
-            if self._evict_to:
-                self._evict_to[:] = self._evict_from
-            taken.append(timed())
+        taken = [self.cold(timed) for _ in range(self.iterations)]
         return round(statistics.median(taken) / 1e3, 1)
 
+    def cold(self, timed: Callable[[], int]) -> int:
+        """One call of ``timed`` after the idling and the writing."""
+        if self.gap:
+            time.sleep(self.gap)
+        if self._evict_to:
+            self._evict_to[:] = self._evict_from
+        return timed()
 
-def _timed(fn: Callable[[], object]) -> int:
+
+def timed_ns(fn: Callable[[], object]) -> int:
     started = time.perf_counter_ns()
     fn()
     return time.perf_counter_ns() - started

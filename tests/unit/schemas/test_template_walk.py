@@ -163,8 +163,12 @@ def test_the_same_template_object_is_read_once(monkeypatch: pytest.MonkeyPatch) 
     """The webhook's look-ups answer every request with the same cached object."""
     read: list[str] = []
     entries = references._entries
-    monkeypatch.setattr(references, "_entries",
-                        lambda template, field: read.append(field) or entries(template, field))
+
+    def counted(template: Any, field: str) -> list[Any]:
+        read.append(field)
+        return entries(template, field)
+
+    monkeypatch.setattr(references, "_entries", counted)
     world = World(_with_arg("a", "service"))
     first = webhook_warnings(stage("a"), world)
     assert sorted(read) == ["args", "metrics", "templates"]
