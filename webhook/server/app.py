@@ -75,7 +75,7 @@ def _json(body: dict[str, Any]) -> Answer:
 
 # json.loads's own scanner (C), called without the Python layers around it (the
 # encoding's detection, decode(), raw_decode(), two whitespace matches): with the CPU
-# caches cold each costs, some 30 us in all (docs/benchmarks.md "Inside the webhook
+# caches cold each costs, 10 to 30 us in all (docs/benchmarks.md "Inside the webhook
 # server"). The same decoder options as json.loads, so the same values.
 # typeshed types the scanner's argument as a scanner; it is the decoder whose options it
 # reads, as json.JSONDecoder itself passes it.
@@ -86,8 +86,8 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(
 def decode_json(raw: bytes) -> Any:
     """``json.loads(raw)``, faster for what the API server sends: UTF-8 without a BOM,
     an object first. Anything else, and anything the scanner refuses, goes to
-    ``json.loads`` itself, so its answers and errors are the ones given (a UTF-16 body
-    starts with ``{`` and a NUL, which the scanner refuses)."""
+    ``json.loads`` itself, so its answers and errors are the ones given (a UTF-16-LE
+    body starts with ``{`` and a NUL, which the scanner refuses)."""
     if raw[:1] == b"{":
         try:
             text = raw.decode("utf-8", "surrogatepass")  # as json.loads decodes UTF-8
