@@ -178,8 +178,8 @@ def test_the_same_template_object_is_read_once(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_template_fetched_anew_is_read_anew() -> None:
-    """A refresh brings a new object: its facts, not the old one's, even where Python
-    gives the new object the old one's id."""
+    """A refresh brings a new object: its facts, not the old one's (the old object is
+    held with its facts, so the new one cannot take its id)."""
     world = World(_with_arg("a", "service"))
     assert any('"service"' in w for w in webhook_warnings(stage("a"), world))
     key = next(iter(world.by_key))
