@@ -37,13 +37,17 @@ API server's own mean time per webhook call under each set-up (its
 rollgate's own handler time (``rollgate_webhook_request_duration_seconds``); and the
 load average. Nothing is asserted about the figures. ``--base-tree DIR`` adds
 ``rollgate-base``: the webhook of another checkout (an older commit), registered as
-rollgate's under names of its own, for a before/after in one run.
+rollgate's under names of its own, for a before/after in one run. Every Stage has the
+same stanza (``--stanzas shared``), as the Stages of a pipeline and every re-apply do,
+so rollgate answers all but the first from the findings it keeps (docs/components.md
+"Verdicts kept"); ``--stanzas distinct`` gives each timed Stage an arg value of its
+own, so rollgate runs every check for every create.
 
 bench/apply_overhead_node.py runs the same set-ups on the node: rollgate installed by
 its chart and the no-op as pods, each called through its Service.
 
     .venv/bin/python -m bench.apply_overhead [--rounds 10] [--creates 100] [--warmup 20]
-                                             [--base-tree DIR]
+                                             [--base-tree DIR] [--stanzas distinct]
 """
 
 from __future__ import annotations
@@ -92,11 +96,12 @@ def template(kind: str, name: str, metric: str, *,
             "url": "http://metrics.example/{{args.service}}"}}}])
 
 
-def stage(name: str, *, namespace: str | None = None,
+def stage(name: str, *, namespace: str | None = None, service: str = "checkout",
           labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A Stage every set-up admits without a warning (``labels`` can break that)."""
+    """A Stage every set-up admits without a warning (``labels`` can break that);
+    ``service`` is its arg's value."""
     return objects.stage(name, namespace=namespace, verification=objects.verification(
-        "success-rate", ("latency",), args=[{"name": "service", "value": "checkout"}],
+        "success-rate", ("latency",), args=[{"name": "service", "value": service}],
         run_metadata={"labels": labels or {"team": "web"}}))
 
 
@@ -365,9 +370,11 @@ def summary_ms(seconds: list[float]) -> dict[str, float]:
             "p99_ms": round(quantile(ordered, 0.99), 3), "worst_ms": round(ordered[-1], 3)}
 
 
-def timed_create(co: client.CustomObjectsApi, setup: str, name: str) -> float:
-    """Seconds the client waits for one Stage create in the namespace of ``setup``."""
-    body = stage(name)
+def timed_create(co: client.CustomObjectsApi, setup: str, name: str, *,
+                 distinct: bool = False) -> float:
+    """Seconds the client waits for one Stage create in the namespace of ``setup``;
+    ``distinct``: a stanza no Stage before had (its arg's value names the Stage)."""
+    body = stage(name, service=f"checkout-{name}" if distinct else "checkout")
     started = time.perf_counter()
     co.create_namespaced_custom_object(GROUP_KARGO, VERSION_KARGO, namespace(setup),
                                        "stages", body)
@@ -391,10 +398,11 @@ class Run:
 
 
 def run_rounds(co: client.CustomObjectsApi, setups: Setups, *, rounds: int, creates: int,
-               warmup: int) -> Run:
+               warmup: int, distinct: bool = False) -> Run:
     """Each round: ``warmup`` creates per set-up, then ``creates`` cycles of one timed
     create per set-up, the order shuffled for each cycle (seeded: the same every run),
-    then the round's Stages deleted (not timed)."""
+    then the round's Stages deleted (not timed); ``distinct``: every timed Stage's
+    stanza is one not seen before."""
     names = setups.names
     run = Run(names)
     shuffled = random.Random(0)
@@ -406,7 +414,7 @@ def run_rounds(co: client.CustomObjectsApi, setups: Setups, *, rounds: int, crea
         done: dict[str, list[float]] = {s: [] for s in names}
         for i in range(creates):
             for setup in shuffled.sample(names, len(names)):
-                done[setup].append(timed_create(co, setup, f"{rnd}-{i}"))
+                done[setup].append(timed_create(co, setup, f"{rnd}-{i}", distinct=distinct))
         after = setups.call_totals()
         for setup, (seconds, count) in after.items():
             run.calls[setup][0] += seconds - before[setup][0]
@@ -485,6 +493,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--creates", type=int, default=100, help="timed creates per set-up per round")
     p.add_argument("--warmup", type=int, default=20, help="untimed creates per set-up per round")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--stanzas", choices=("shared", "distinct"), default="shared",
+                   help="shared: every Stage has the same verification stanza (the "
+                   "Stages of a pipeline, re-applies); distinct: each timed Stage's arg "
+                   "value is its own, so rollgate never has its findings kept")
     p.add_argument("--base-tree", metavar="DIR", type=Path,
                    help="another checkout (e.g. `git archive` of an older commit): its "
                    "webhook is a fifth set-up, rollgate-base, registered as rollgate's "
@@ -516,12 +528,14 @@ def main(argv: list[str] | None = None) -> int:
         setups = plane_setups(rollgate, noop_url, base)
         setups.start()
         run = run_rounds(client.CustomObjectsApi(plane.api_client()), setups,
-                         rounds=args.rounds, creates=args.creates, warmup=args.warmup)
+                         rounds=args.rounds, creates=args.creates, warmup=args.warmup,
+                         distinct=args.stanzas == "distinct")
         context = ssl.create_default_context(cafile=str(rollgate.certificates().ca_cert))
         with urllib.request.urlopen(rollgate.webhook_url + "/metrics", context=context,
                                     timeout=10) as resp:
             webhook_metrics = resp.read().decode()
     return finish(args, {"rounds": args.rounds, "creates_per_setup_per_round": args.creates,
+                         "stanzas": args.stanzas,
                          **compare(run),
                          "rollgate_handler_mean_ms": handler_mean_ms(webhook_metrics),
                          "rollgate_lookups": lookups_by_result(webhook_metrics),

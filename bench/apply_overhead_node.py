@@ -135,9 +135,11 @@ def measure(node: NodeCluster, args: argparse.Namespace) -> dict[str, Any]:
     setups = node_setups(plane, bundle)
     setups.start()
     run = run_rounds(client.CustomObjectsApi(plane.api_client()), setups, rounds=args.rounds,
-                     creates=args.creates, warmup=args.warmup)
+                     creates=args.creates, warmup=args.warmup,
+                     distinct=args.stanzas == "distinct")
     metrics_text = webhook_metrics(plane, container["ports"][0]["containerPort"])
-    return {**compare(run), "rollgate_handler_mean_ms": handler_mean_ms(metrics_text),
+    return {"stanzas": args.stanzas, **compare(run),
+            "rollgate_handler_mean_ms": handler_mean_ms(metrics_text),
             "rollgate_lookups": lookups_by_result(metrics_text)}
 
 

@@ -20,12 +20,14 @@ from schemas.normalize import AnalysisSpec, normalize_analysis, normalize_plugin
 from schemas.plugins import check_rollout_manager
 from schemas.ratchet import ratchet
 from schemas.stage import check_stage
+from schemas.verdicts import Verdicts
 
 __all__ = [
     "AnalysisSpec",
     "Finding",
     "Key",
     "LookupUnavailable",
+    "Verdicts",
     "check",
     "check_rollout_manager",
     "check_stage",

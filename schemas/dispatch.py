@@ -14,6 +14,7 @@ from schemas.kinds import KINDS
 from schemas.lookups import RolloutManagerLookup, TemplateLookup
 from schemas.plugins import check_rollout_manager
 from schemas.stage import check_stage
+from schemas.verdicts import Verdicts
 
 # The kinds rollgate checks; one from another API group is someone else's resource.
 _OWNED = frozenset({KIND_STAGE, KIND_ROLLOUT_MANAGER})
@@ -42,14 +43,17 @@ def check(
     rollout_managers: RolloutManagerLookup | None = None,
     allow_http_plugins: bool = False,
     served: bool = False,
+    verdicts: Verdicts | None = None,
 ) -> list[Finding]:
     """Every finding for ``obj`` (errors and warnings), or ``[]`` for other kinds.
 
     ``served``: the API server accepted ``obj`` (admission and the reconciler; not the
-    offline CLI): see ``schemas.skew``."""
+    offline CLI): see ``schemas.skew``. ``verdicts``: a Stage's findings kept from
+    earlier calls (``schemas.verdicts``)."""
     kind = owned_kind(obj)
     if kind == KIND_STAGE:
-        return check_stage(obj, template_lookup=template_lookup, served=served)
+        return check_stage(obj, template_lookup=template_lookup, served=served,
+                           verdicts=verdicts)
     if kind == KIND_ROLLOUT_MANAGER:
         return check_rollout_manager(
             obj, allow_http_plugins=allow_http_plugins, rollout_managers=rollout_managers,

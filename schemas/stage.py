@@ -39,22 +39,60 @@ from schemas.names import (
 from schemas.references import template_warnings
 from schemas.skew import as_served
 from schemas.translate import schema_findings, short
+from schemas.verdicts import Verdicts
 
 SPELLINGS: tuple[str, str] = ("analysis", "verification")
 TEMPLATE_LIST: dict[str, str] = {"analysis": "templates", "verification": "analysisTemplates"}
+_READ_IN_SPEC: tuple[str, ...] = (*SPELLINGS, "vars")
+
+
+def checked_part(stage: dict[str, Any]) -> dict[str, Any]:
+    """What the checks read of a Stage, and all they are given: the namespace (where
+    templates are looked up) and ``spec``'s stanza (either spelling) and ``vars`` (the
+    names its args' expressions may use). A rule that needs more of the Stage adds it
+    here; the webhook keeps findings per distinct part (``schemas.verdicts``)."""
+    part: dict[str, Any] = {}
+    metadata = stage.get("metadata")
+    if isinstance(metadata, dict) and "namespace" in metadata:
+        part["metadata"] = {"namespace": metadata["namespace"]}
+    if "spec" in stage:
+        spec = stage["spec"]
+        part["spec"] = ({key: spec[key] for key in _READ_IN_SPEC if key in spec}
+                        if isinstance(spec, dict) else spec)
+    return part
 
 
 def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None,
-                served: bool = False) -> list[Finding]:
+                served: bool = False, verdicts: Verdicts | None = None) -> list[Finding]:
     """Errors and warnings for ``spec.analysis`` / ``spec.verification`` of a Stage.
 
     ``template_lookup`` enables the cross-object warnings; when it raises
     ``LookupUnavailable`` those warnings are left out and the rest still applies.
     ``served``: the API server accepted ``stage`` (admission, the reconciler), so a field
     rollgate does not know is a newer Kargo's: a warning (``schemas.skew``).
+    ``verdicts``: findings kept from earlier calls (the webhook's; ``stage`` decoded from
+    JSON).
     """
     if not isinstance(stage, dict):
         return []
+    part = checked_part(stage)
+    check = _served_part if served else _offline_part
+    if verdicts is None:
+        return check(part, template_lookup)
+    return verdicts.findings(part, lookup=template_lookup, check=check)
+
+
+def _served_part(part: dict[str, Any], template_lookup: TemplateLookup | None) -> list[Finding]:
+    return _check_part(part, template_lookup=template_lookup, served=True)
+
+
+def _offline_part(part: dict[str, Any], template_lookup: TemplateLookup | None
+                  ) -> list[Finding]:
+    return _check_part(part, template_lookup=template_lookup, served=False)
+
+
+def _check_part(stage: dict[str, Any], *, template_lookup: TemplateLookup | None,
+                served: bool) -> list[Finding]:
     too_big = _oversized(stage)
     if too_big:
         return too_big

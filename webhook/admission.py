@@ -274,8 +274,10 @@ def too_deep(obj: dict[str, Any]) -> schemas.Finding:
 
 
 def validate(request: AdmissionRequest, *, resource: str, lookups: Lookups,
-             allow_http_plugins: bool = False) -> Outcome:
-    """The validating decision for one parsed ``request`` (see :func:`parse_review`)."""
+             allow_http_plugins: bool = False,
+             verdicts: schemas.Verdicts | None = None) -> Outcome:
+    """The validating decision for one parsed ``request`` (see :func:`parse_review`);
+    ``verdicts``: the app's findings kept per Stage stanza (``schemas.verdicts``)."""
     uid = request["uid"]
     obj = _is_checked(request, resource)
     if obj is None:
@@ -298,6 +300,7 @@ def validate(request: AdmissionRequest, *, resource: str, lookups: Lookups,
             template_lookup=template,
             rollout_managers=managers,
             allow_http_plugins=allow_http_plugins,
+            verdicts=verdicts,
             # The API server checked the CRD's schema first: an unknown field is a
             # newer upstream's (docs/install.md "Version skew").
             served=True,
@@ -370,7 +373,8 @@ def mutate(request: AdmissionRequest, *, resource: str) -> Outcome:
 
 
 def review(body: Any, *, action: Action, resource: str, lookups: Lookups | None = None,
-           allow_http_plugins: bool = False) -> Outcome:
+           allow_http_plugins: bool = False,
+           verdicts: schemas.Verdicts | None = None) -> Outcome:
     """Body in, response out, on a body already parsed from JSON: the one entry point
     of both the server's app (webhook/server/app.py) and bench/admission.py, so the
     benchmark times what production runs.
@@ -381,5 +385,5 @@ def review(body: Any, *, action: Action, resource: str, lookups: Lookups | None 
     request = parse_review(body)
     if action == "validate":
         return validate(request, resource=resource, lookups=lookups or Lookups(),
-                        allow_http_plugins=allow_http_plugins)
+                        allow_http_plugins=allow_http_plugins, verdicts=verdicts)
     return mutate(request, resource=resource)

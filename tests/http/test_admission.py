@@ -190,6 +190,23 @@ def test_namespace_comes_from_the_request_when_the_object_has_none(make_client, 
     assert "guestbook" in asked
 
 
+def test_a_template_changed_between_two_applies_changes_the_warnings(make_client, post):
+    # The app keeps a stanza's findings (schemas.verdicts); a template the look-up
+    # answers anew (as the cache after a refresh) must be read anew.
+    def declaring(*names: str) -> dict[str, Any]:
+        return objects.analysis_template("t", namespace="guestbook",
+                                         args=[{"name": n} for n in names])
+
+    held = {"AnalysisTemplate": declaring(), "ClusterAnalysisTemplate": declaring()}
+    client = make_client(lookups=Lookups(template=lambda kind, _ns, _name: held[kind]))
+    before = post(VALIDATE_STAGES, review(reviews.valid_stage(name="test")), using=client)
+    assert [w.split(":")[0] for w in before["warnings"]] == [
+        "spec.analysis.args[0].name", "spec.analysis.args[1].name"]
+    held["AnalysisTemplate"] = declaring("service-name", "api-token")
+    after = post(VALIDATE_STAGES, review(reviews.valid_stage(name="prod")), using=client)
+    assert after["allowed"] is True and not after.get("warnings")
+
+
 def test_lookup_unavailable_answers_without_lookup_warnings(make_client, post):
     def template(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         raise schemas.LookupUnavailable("API server unreachable")

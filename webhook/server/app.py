@@ -17,6 +17,7 @@ from _json import make_encoder, make_scanner
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import schemas
 from webhook import admission, metrics
 from webhook.config import Lookups, MustWait, WebhookConfig
 from webhook.server.http11 import Answer, plain
@@ -114,6 +115,9 @@ class App:
     def __init__(self, config: WebhookConfig) -> None:
         self.config = config
         self._lookups, self._cached_lookups = _lookups(config)
+        # Findings kept per Stage stanza, for a stanza checked before (docs/components.md
+        # "Verdicts kept").
+        self._verdicts = schemas.Verdicts()
         self._routes: dict[str, dict[str, Route]] = {
             "/healthz": {"GET": lambda _body, _wait: plain(200, "ok")},
             # Ready as soon as the app exists: look-ups are optional by design, so an
@@ -193,7 +197,8 @@ class App:
             # The call the benchmark times, so it measures what production runs.
             outcome = admission.review(body, action=action, resource=resource,
                                        lookups=lookups,
-                                       allow_http_plugins=self.config.allow_http_plugins)
+                                       allow_http_plugins=self.config.allow_http_plugins,
+                                       verdicts=self._verdicts)
         except admission.BadReview as exc:
             return "bad_request", plain(400, str(exc))
         except Exception:

@@ -1,0 +1,105 @@
+"""A Stage's findings kept per distinct checked part, for the webhook.
+
+The webhook is called for a Stage whose stanza is new or changed (its matchConditions
+leave other updates out), and such a stanza is often one it has checked before: the
+Stages of a pipeline sharing one, the server-side dry run (``kubectl diff``,
+``--dry-run=server``) before the apply, a Stage deleted and created again. The checks
+are a pure function of the Stage's checked part (``schemas.stage.checked_part``: what
+they read, all they are given) and of the look-ups' answers, so the same part with the
+same answers has the same findings. Each look-up the checks made is asked again, in the
+order they asked it, and its answer compared by identity (the webhook's cache hands out
+the object it holds until a refresh brings a new one): a template fetched anew, deleted
+or not known now runs the checks again (docs/components.md "Verdicts kept").
+
+Only for objects decoded from JSON (the key is their JSON text, which does not tell a
+tuple from a list); the webhook owns one :class:`Verdicts` per process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from schemas.findings import Finding
+from schemas.lookups import LookupUnavailable, TemplateLookup
+
+Question = tuple[str, str, str]  # a template look-up's (kind, namespace, name)
+Check = Callable[[dict[str, Any], "TemplateLookup | None"], list[Finding]]
+
+
+class _Verdict(NamedTuple):
+    findings: tuple[Finding, ...]
+    asked: tuple[tuple[Question, object], ...]  # each look-up and its answer, in order
+
+
+class _Recorder:
+    """The look-up the checks get when a part is new: notes each question and answer;
+    ``failed`` when one raised (the findings then lack warnings that are not for
+    keeping)."""
+
+    __slots__ = ("asked", "failed", "lookup")
+
+    def __init__(self, lookup: TemplateLookup) -> None:
+        self.lookup = lookup
+        self.asked: list[tuple[Question, object]] = []
+        self.failed = False
+
+    def __call__(self, kind: str, namespace: str, name: str) -> Any:
+        try:
+            answer = self.lookup(kind, namespace, name)
+        except BaseException:  # LookupUnavailable, and MustWait, which ends the check
+            self.failed = True
+            raise
+        self.asked.append(((kind, namespace, name), answer))
+        return answer
+
+
+def _same_answers(asked: tuple[tuple[Question, object], ...],
+                  lookup: TemplateLookup | None) -> bool:
+    if lookup is None:
+        return not asked
+    for question, answer in asked:
+        try:
+            if lookup(*question) is not answer:
+                return False
+        except LookupUnavailable:
+            return False
+    return True
+
+
+class Verdicts:
+    """Findings per (check, whether look-ups were given, checked part as JSON); bounded
+    by entries and by the size of a part (a bigger one is checked every time)."""
+
+    def __init__(self, *, max_entries: int = 256, max_part_chars: int = 16384) -> None:
+        self._kept: dict[tuple[Check, bool, str], _Verdict] = {}
+        self._max_entries = max_entries
+        self._max_part_chars = max_part_chars
+
+    def __len__(self) -> int:
+        """How many verdicts are kept."""
+        return len(self._kept)
+
+    def findings(self, part: dict[str, Any], *, lookup: TemplateLookup | None,
+                 check: Check) -> list[Finding]:
+        """``check(part, lookup)``, or the findings it gave for this part before when
+        every look-up it made answers as it did then."""
+        try:
+            text = json.dumps(part, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):  # not JSON; nested too deep
+            return check(part, lookup)
+        if len(text) > self._max_part_chars:
+            return check(part, lookup)
+        key = (check, lookup is None, text)
+        kept = self._kept.get(key)
+        if kept is not None and _same_answers(kept.asked, lookup):
+            return list(kept.findings)
+        recorder = None if lookup is None else _Recorder(lookup)
+        found = check(part, recorder)
+        if recorder is None or not recorder.failed:
+            if len(self._kept) >= self._max_entries:
+                self._kept.clear()  # simpler than an LRU, and a full table is rare
+            asked = () if recorder is None else tuple(recorder.asked)
+            self._kept[key] = _Verdict(tuple(found), asked)
+        return found

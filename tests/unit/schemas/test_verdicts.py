@@ -1,0 +1,212 @@
+"""Findings kept per Stage stanza (``schemas.verdicts``): a kept verdict is given only
+when the checks would give the same one now.
+
+Each test asks ``check_stage`` through one ``Verdicts`` and compares the findings (what
+the user sees) with what the checks say now; where it matters it counts the template
+look-ups (the checks ask for every referenced template; a kept verdict re-asks each
+once). The webhook-level guard, a template changed between two applies, is in
+tests/http/test_admission.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import schemas
+from schemas.stage import checked_part
+from testkit import objects
+from webhook.config import MustWait
+
+NS = "shop"
+
+
+def template(*, declared: tuple[str, ...] = ("service",)) -> dict[str, Any]:
+    return objects.analysis_template(
+        "success-rate", namespace=NS, args=[{"name": a} for a in declared],
+        metrics=[{"name": "m", "provider": {"web": {"url": "http://m.example/"}}}])
+
+
+def stage(name: str = "prod", *, args: list[dict[str, Any]] | None = None,
+          **metadata: Any) -> dict[str, Any]:
+    return objects.stage(name, namespace=NS, verification=objects.verification(
+        "success-rate", args=args if args is not None
+        else [{"name": "service", "value": "checkout"}]), **metadata)
+
+
+class Templates:
+    """The template look-up: answers with the object it holds, as the webhook's cache
+    does until a refresh brings a new one; counts the questions."""
+
+    def __init__(self, held: dict[str, Any] | None) -> None:
+        self.held = held
+        self.asked = 0
+        self.fail: BaseException | None = None
+
+    def __call__(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.asked += 1
+        if self.fail is not None:
+            raise self.fail
+        return self.held
+
+
+def test_another_stage_with_the_same_stanza_gets_the_kept_verdict():
+    templates = Templates(template(declared=()))
+    verdicts = schemas.Verdicts()
+    first = schemas.check_stage(stage("test"), template_lookup=templates, served=True,
+                                verdicts=verdicts)
+    assert first, "an undeclared arg is a warning"
+    asked = templates.asked
+    other = stage("prod", uid="another", labels={"tier": "2"},
+                  annotations={"kubectl.kubernetes.io/last-applied-configuration": "{}"})
+    other["status"] = {"phase": "Steady"}
+    again = schemas.check_stage(other, template_lookup=templates, served=True,
+                                verdicts=verdicts)
+    assert again == first
+    assert templates.asked == 2 * asked, "a kept verdict re-asks each look-up once"
+    assert len(verdicts) == 1
+
+
+def test_a_template_fetched_anew_runs_the_checks_again():
+    templates = Templates(template(declared=()))
+    verdicts = schemas.Verdicts()
+    before = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                                 verdicts=verdicts)
+    assert any("args[0].name" in f.field for f in before)
+    templates.held = template(declared=("service",))  # the refresh's new object
+    after = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                                verdicts=verdicts)
+    assert after == [] == schemas.check_stage(stage(), template_lookup=templates,
+                                              served=True)
+
+
+def test_a_template_deleted_since_runs_the_checks_again():
+    templates = Templates(template())
+    verdicts = schemas.Verdicts()
+    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts) == []
+    templates.held = None
+    after = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                                verdicts=verdicts)
+    assert [f.message for f in after] == [
+        f'AnalysisTemplate "success-rate" in namespace "{NS}" does not exist; the '
+        "verification will end in Error until it is created"]
+
+
+def test_a_look_up_that_fails_keeps_nothing():
+    templates = Templates(template(declared=()))
+    templates.fail = schemas.LookupUnavailable("API server unreachable")
+    verdicts = schemas.Verdicts()
+    blind = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                                verdicts=verdicts)
+    assert blind == [], "without the template there is nothing to warn about"
+    assert len(verdicts) == 0
+    templates.fail = None
+    seen = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts)
+    assert [f.field for f in seen] == ["spec.verification.args[0].name"]
+
+
+def test_a_look_up_that_fails_on_the_re_ask_runs_the_checks_again():
+    templates = Templates(template(declared=()))
+    verdicts = schemas.Verdicts()
+    kept = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts)
+    assert kept
+    templates.fail = schemas.LookupUnavailable("API server unreachable")
+    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts) == []
+
+
+def test_must_wait_ends_the_check_and_keeps_nothing():
+    templates = Templates(template())
+    templates.fail = MustWait(("AnalysisTemplate", NS, "success-rate"))
+    verdicts = schemas.Verdicts()
+    with pytest.raises(MustWait):
+        schemas.check_stage(stage(), template_lookup=templates, served=True,
+                            verdicts=verdicts)
+    assert len(verdicts) == 0
+
+
+def test_without_look_ups_is_a_verdict_of_its_own():
+    templates = Templates(template(declared=()))
+    verdicts = schemas.Verdicts()
+    blind = schemas.check_stage(stage(), template_lookup=None, served=True,
+                                verdicts=verdicts)
+    seen = schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts)
+    assert blind == [] and [f.field for f in seen] == ["spec.verification.args[0].name"]
+    assert len(verdicts) == 2
+
+
+@pytest.mark.parametrize("served", [True, False])
+def test_served_and_offline_verdicts_are_kept_apart(served):
+    newer = stage()
+    newer["spec"]["verification"]["newerField"] = 1  # a newer Kargo's field
+    verdicts = schemas.Verdicts()
+    schemas.check_stage(newer, served=not served, verdicts=verdicts)
+    found = schemas.check_stage(newer, served=served, verdicts=verdicts)
+    assert found == schemas.check_stage(newer, served=served)
+    assert [f.warning for f in found] == [served]
+
+
+def test_a_stanza_that_differs_anywhere_is_checked():
+    verdicts = schemas.Verdicts()
+    ok = schemas.check_stage(stage(), served=True, verdicts=verdicts)
+    bad = schemas.check_stage(stage(args=[{"name": "service", "value": 1}]), served=True,
+                              verdicts=verdicts)
+    one = schemas.check_stage(stage(args=[{"name": "service", "value": True}]),
+                              served=True, verdicts=verdicts)
+    assert ok == [] and bad and one
+    assert "1" in bad[0].message and "true" in one[0].message
+
+
+def test_vars_and_namespace_are_part_of_the_verdict():
+    uses_var = [{"name": "service", "value": "${{ vars.svc }}"}]
+    verdicts = schemas.Verdicts()
+    without = schemas.check_stage(stage(args=uses_var), served=True, verdicts=verdicts)
+    with_var = stage(args=uses_var)
+    with_var["spec"]["vars"] = [{"name": "svc", "value": "checkout"}]
+    assert without and schemas.check_stage(with_var, served=True, verdicts=verdicts) == []
+    elsewhere = stage()
+    elsewhere["metadata"]["namespace"] = "other"
+    templates = Templates(template())
+    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
+                               verdicts=verdicts) == []
+    templates.held = None  # what a look-up in "other" answers
+    missing = schemas.check_stage(elsewhere, template_lookup=templates, served=True,
+                                  verdicts=verdicts)
+    assert 'in namespace "other" does not exist' in missing[0].message
+
+
+def test_bounded_by_entries_and_by_a_part_s_size():
+    verdicts = schemas.Verdicts(max_entries=2, max_part_chars=400)
+    for value in ("a", "b", "c"):
+        schemas.check_stage(stage(args=[{"name": "service", "value": value}]), served=True,
+                            verdicts=verdicts)
+    assert len(verdicts) == 1, "full at the third: cleared, then the third kept"
+    big = stage(args=[{"name": "service", "value": "x" * 400}])
+    assert schemas.check_stage(big, served=True, verdicts=verdicts) == []
+    assert len(verdicts) == 1
+
+
+def test_a_part_nested_too_deep_to_serialize_is_checked_each_time():
+    deep: Any = "leaf"
+    for _ in range(100_000):
+        deep = [deep]
+    obj = stage(args=[{"name": "service", "value": "v", "extra": deep}])
+    verdicts = schemas.Verdicts()
+    found = schemas.check_stage(obj, served=True, verdicts=verdicts)
+    assert found == schemas.check_stage(obj, served=True)
+    assert len(verdicts) == 0
+
+
+def test_checked_part_is_what_the_checks_read():
+    obj = stage(uid="u", labels={"a": "b"})
+    obj["spec"]["vars"] = [{"name": "svc", "value": "x"}]
+    obj["status"] = {"phase": "Steady"}
+    assert checked_part(obj) == {"metadata": {"namespace": NS}, "spec": {
+        "verification": obj["spec"]["verification"], "vars": obj["spec"]["vars"]}}
+    assert checked_part({"spec": ["not", "an", "object"]}) == {"spec": ["not", "an", "object"]}
+    assert checked_part({"metadata": "broken"}) == {}
