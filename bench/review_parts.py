@@ -8,7 +8,10 @@ timed with each part in turn replaced by a stub that gives the same answer (chec
 first), interleaved call by call with the real thing after ``--gap-ms`` idle and
 ``--evict-mib`` written (as ``bench.server_profile``); a part's cost is what the exchange
 takes less without it (medians, microseconds). Parts overlap, so they do not add up
-(docs/benchmarks.md "Inside the webhook server").
+(docs/benchmarks.md "Inside the webhook server"). The checks run for every call, as
+for a stanza the webhook has not seen (``--stanzas distinct`` of
+``bench.apply_overhead``); ``whole exchange, verdict kept`` is the same exchange for a
+stanza it has (docs/components.md "Verdicts kept").
 
     .venv/bin/python -m bench.review_parts [--iterations 1500] [--gap-ms 3] [--evict-mib 8]
 """
@@ -16,25 +19,28 @@ takes less without it (medians, microseconds). Parts overlap, so they do not add
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
-from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import Any
 
 import schemas
 import schemas.stage
 import webhook.server.app
-from bench.server_profile import REQUEST, Timer, cached_lookups, timed_ns
+from bench.server_profile import (
+    CHECKS_RUN,
+    REQUEST,
+    Stub,
+    Timer,
+    cached_lookups,
+    stubbed,
+    timed_ns,
+)
 from bench.stats import report
 from webhook import metrics
 from webhook.config import WebhookConfig
 from webhook.server.app import create_app
 from webhook.server.http11 import exchange
-
-Stub = tuple[ModuleType, str, Callable[..., Any]]
 
 
 def _none(*_args: object, **_kwargs: object) -> None:
@@ -59,18 +65,6 @@ PARTS: dict[str, list[Stub]] = {
 }
 
 
-@contextlib.contextmanager
-def stubbed(stubs: list[Stub]) -> Iterator[None]:
-    saved = [(module, name, getattr(module, name)) for module, name, _ in stubs]
-    for module, name, stub in stubs:
-        setattr(module, name, stub)
-    try:
-        yield
-    finally:
-        for module, name, real in saved:
-            setattr(module, name, real)
-
-
 def part_costs(timer: Timer) -> dict[str, float]:
     app = create_app(WebhookConfig(lookups=cached_lookups()))
     body_start = REQUEST.index(b"\r\n\r\n") + 4
@@ -82,7 +76,9 @@ def part_costs(timer: Timer) -> dict[str, float]:
         return answered[0].split(b"\r\n\r\n", 1)[1]
 
     expected = one()
-    cases: dict[str, list[Stub]] = {"whole exchange": [], **PARTS}
+    cases: dict[str, list[Stub]] = {
+        "whole exchange": [CHECKS_RUN], "whole exchange, verdict kept": [],
+        **{name: [CHECKS_RUN, *stubs] for name, stubs in PARTS.items()}}
     for name, stubs in cases.items():
         with stubbed(stubs):
             assert one() == expected, f"the stub of {name!r} changes the answer"
@@ -95,7 +91,9 @@ def part_costs(timer: Timer) -> dict[str, float]:
                 taken[name].append(timer.cold(lambda: timed_ns(one)))
         metrics.flush()
     whole = statistics.median(taken["whole exchange"])
+    kept = statistics.median(taken["whole exchange, verdict kept"])
     return {"whole exchange": round(whole / 1e3, 1),
+            "whole exchange, verdict kept": round(kept / 1e3, 1),
             **{name: round((whole - statistics.median(taken[name])) / 1e3, 1)
                for name in PARTS}}
 

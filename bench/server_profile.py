@@ -20,7 +20,10 @@ as the server runs it (median of ``--iterations`` runs after a warm-up; microsec
 - ``app-cached-lookups``: the app's whole answer as a cluster's webhook gives it: the
   Stage's two templates looked up through ``webhook.lookups.ClusterLookups``, answered
   from its cache (as every request of ``bench.apply_overhead``'s timed creates is), so
-  the cross-object warnings run too.
+  the cross-object warnings run too; the checks run every time, as for a stanza the
+  webhook has not seen (``app`` and ``decision`` too), and
+  ``app-cached-lookups-verdict-kept`` is the same for a stanza it has
+  (docs/components.md "Verdicts kept").
 
 ``--gap-ms`` idles that long before each timed call, as the webhook idles between the API
 server's calls (its caches go cold: on this project's machine every phase takes several
@@ -56,11 +59,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from kubernetes import client as k8s
 
 import certs
+import schemas
 from bench.stats import report
+from schemas.lookups import TemplateLookup
+from schemas.verdicts import Check
 from testkit import objects, reviews
 from testkit.net import send_json
 from webhook import admission, metrics
@@ -235,6 +243,31 @@ def cached_lookups() -> Lookups:
     return cluster.as_lookups(cached_only=True)
 
 
+def check_every_time(_verdicts: schemas.Verdicts, part: dict[str, Any], *,
+                     lookup: TemplateLookup | None, check: Check) -> list[schemas.Finding]:
+    """``schemas.Verdicts.findings`` keeping nothing: the checks run every time."""
+    return check(part, lookup)
+
+
+Stub = tuple[ModuleType | type, str, Callable[..., Any]]  # (owner, attribute, stand-in)
+
+# No verdict kept: the checks run every time, as for a stanza the webhook has not seen.
+CHECKS_RUN: Stub = (schemas.Verdicts, "findings", check_every_time)
+
+
+@contextlib.contextmanager
+def stubbed(stubs: list[Stub]) -> Iterator[None]:
+    """Each attribute replaced by its stand-in, and put back."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in stubs]
+    for owner, name, stub in stubs:
+        setattr(owner, name, stub)
+    try:
+        yield
+    finally:
+        for owner, name, real in saved:
+            setattr(owner, name, real)
+
+
 def _recorded_metrics() -> None:
     """One request's metrics: queued by the app, recorded after its answer is written."""
     metrics.observe(endpoint="/validate/stages", result="allowed", seconds=0.0)
@@ -251,10 +284,17 @@ def handler_us(timer: Timer) -> dict[str, float]:
     answer = looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
     assert answer is not None and json.loads(answer.body)["response"] == outcome.body[
         "response"], "the cached look-ups must answer, and add no warning"
+    def cached() -> object:
+        return looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
+
+    kept = timer.median_us(cached)
+    with stubbed([CHECKS_RUN]):
+        app_us = timer.median_us(lambda: app.respond("POST", "/validate/stages", BODY))
+        checked = timer.median_us(cached)
     return {
-        "app": timer.median_us(lambda: app.respond("POST", "/validate/stages", BODY)),
-        "app-cached-lookups": timer.median_us(lambda: looked_up.respond(
-            "POST", "/validate/stages", BODY, may_wait=False)),
+        "app": app_us,
+        "app-cached-lookups": checked,
+        "app-cached-lookups-verdict-kept": kept,
         "json-decode": timer.median_us(lambda: json.loads(BODY)),
         "decision": timer.median_us(lambda: admission.review(
             doc, action="validate", resource="stages", lookups=Lookups(),
