@@ -10,8 +10,10 @@ first), interleaved call by call with the real thing after ``--gap-ms`` idle and
 takes less without it (medians, microseconds). Parts overlap, so they do not add up
 (docs/benchmarks.md "Inside the webhook server"). The checks run for every call, as
 for a stanza the webhook has not seen (``--stanzas distinct`` of
-``bench.apply_overhead``); ``whole exchange, verdict kept`` is the same exchange for a
-stanza it has (docs/components.md "Verdicts kept").
+``bench.apply_overhead``) but without keeping its verdict; ``whole exchange, verdict
+kept`` is the same exchange for a stanza it has checked before and ``whole exchange, a
+stanza not seen`` one for a new stanza each call, kept for later (docs/components.md
+"Verdicts kept").
 
     .venv/bin/python -m bench.review_parts [--iterations 1500] [--gap-ms 3] [--evict-mib 8]
 """
@@ -22,17 +24,20 @@ import argparse
 import json
 import statistics
 import sys
+from functools import partial
 from typing import Any
 
 import schemas
 import schemas.stage
 import webhook.server.app
 from bench.server_profile import (
+    BODY,
     CHECKS_RUN,
     REQUEST,
     Stub,
     Timer,
     cached_lookups,
+    request_bytes,
     stubbed,
     timed_ns,
 )
@@ -65,19 +70,35 @@ PARTS: dict[str, list[Stub]] = {
 }
 
 
+def unseen_requests(count: int) -> list[bytes]:
+    """The bench Stage's review ``count`` times, each with a stanza of its own (its
+    first arg's value), as ``bench.apply_overhead --stanzas distinct`` sends them."""
+    out = []
+    for i in range(count):
+        review = json.loads(BODY)
+        review["request"]["object"]["spec"]["analysis"]["args"][0]["value"] = f"svc-{i}"
+        out.append(request_bytes(json.dumps(review).encode()))
+    return out
+
+
 def part_costs(timer: Timer) -> dict[str, float]:
     app = create_app(WebhookConfig(lookups=cached_lookups()))
-    body_start = REQUEST.index(b"\r\n\r\n") + 4
+    unseen = iter(unseen_requests(timer.iterations + 1))
 
-    def one() -> bytes:
-        answered = exchange(app, REQUEST, body_start=body_start, chunked=False,
-                            may_wait=False)
+    def one(raw: bytes = REQUEST) -> bytes:
+        answered = exchange(app, raw, body_start=raw.index(b"\r\n\r\n") + 4,
+                            chunked=False, may_wait=False)
         assert answered is not None, "the cache must answer the look-ups"
         return answered[0].split(b"\r\n\r\n", 1)[1]
 
+    def one_unseen() -> bytes:
+        return one(next(unseen))
+
     expected = one()
+    assert one_unseen() == expected, "a stanza of its own must get the same answer"
     cases: dict[str, list[Stub]] = {
         "whole exchange": [CHECKS_RUN], "whole exchange, verdict kept": [],
+        "whole exchange, a stanza not seen": [],
         **{name: [CHECKS_RUN, *stubs] for name, stubs in PARTS.items()}}
     for name, stubs in cases.items():
         with stubbed(stubs):
@@ -87,13 +108,14 @@ def part_costs(timer: Timer) -> dict[str, float]:
     for i in range(timer.iterations):
         for j in range(len(names)):
             name = names[(i + j) % len(names)]  # the order rotates: no part always first
+            call = one_unseen if name == "whole exchange, a stanza not seen" else one
             with stubbed(cases[name]):
-                taken[name].append(timer.cold(lambda: timed_ns(one)))
+                taken[name].append(timer.cold(partial(timed_ns, call)))
         metrics.flush()
     whole = statistics.median(taken["whole exchange"])
-    kept = statistics.median(taken["whole exchange, verdict kept"])
-    return {"whole exchange": round(whole / 1e3, 1),
-            "whole exchange, verdict kept": round(kept / 1e3, 1),
+    return {**{name: round(statistics.median(taken[name]) / 1e3, 1)
+               for name in ("whole exchange", "whole exchange, verdict kept",
+                            "whole exchange, a stanza not seen")},
             **{name: round((whole - statistics.median(taken[name])) / 1e3, 1)
                for name in PARTS}}
 

@@ -11,13 +11,12 @@ order they asked it, and its answer compared by identity (the webhook's cache ha
 the object it holds until a refresh brings a new one): a template fetched anew, deleted
 or not known now runs the checks again (docs/components.md "Verdicts kept").
 
-Only for objects decoded from JSON (the key is their JSON text, which does not tell a
-tuple from a list); the webhook owns one :class:`Verdicts` per process.
+The webhook owns one :class:`Verdicts` per process.
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -26,6 +25,13 @@ from schemas.lookups import LookupUnavailable, TemplateLookup
 
 Question = tuple[str, str, str]  # a template look-up's (kind, namespace, name)
 Check = Callable[[dict[str, Any], "TemplateLookup | None"], list[Finding]]
+
+# A part's key: marshal's format 2 writes every value whole (format 3 on refers back to
+# objects seen before, which depends on identity) and each type by its own code (true is
+# not 1, 1.0 is not 1, a tuple is not a list; subclasses are refused), so equal bytes are
+# equal parts. Half the cost of JSON text with the CPU caches cold (docs/benchmarks.md
+# "Inside the webhook server").
+_KEY_FORMAT = 2
 
 
 class _Verdict(NamedTuple):
@@ -69,13 +75,14 @@ def _same_answers(asked: tuple[tuple[Question, object], ...],
 
 
 class Verdicts:
-    """Findings per (check, whether look-ups were given, checked part as JSON); bounded
-    by entries and by the size of a part (a bigger one is checked every time)."""
+    """Findings per (check, whether look-ups were given, checked part); bounded by
+    entries and by the size of a part written out (a bigger one is checked every
+    time)."""
 
-    def __init__(self, *, max_entries: int = 256, max_part_chars: int = 16384) -> None:
-        self._kept: dict[tuple[Check, bool, str], _Verdict] = {}
+    def __init__(self, *, max_entries: int = 256, max_part_bytes: int = 16384) -> None:
+        self._kept: dict[tuple[Check, bool, bytes], _Verdict] = {}
         self._max_entries = max_entries
-        self._max_part_chars = max_part_chars
+        self._max_part_bytes = max_part_bytes
 
     def __len__(self) -> int:
         """How many verdicts are kept."""
@@ -86,12 +93,12 @@ class Verdicts:
         """``check(part, lookup)``, or the findings it gave for this part before when
         every look-up it made answers as it did then."""
         try:
-            text = json.dumps(part, separators=(",", ":"))
-        except (TypeError, ValueError, RecursionError):  # not JSON; nested too deep
+            written = marshal.dumps(part, _KEY_FORMAT)
+        except ValueError:  # a type marshal does not write; nested too deep
             return check(part, lookup)
-        if len(text) > self._max_part_chars:
+        if len(written) > self._max_part_bytes:
             return check(part, lookup)
-        key = (check, lookup is None, text)
+        key = (check, lookup is None, written)
         kept = self._kept.get(key)
         if kept is not None and _same_answers(kept.asked, lookup):
             return list(kept.findings)

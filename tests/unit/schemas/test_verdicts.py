@@ -152,14 +152,18 @@ def test_served_and_offline_verdicts_are_kept_apart(served):
 
 
 def test_a_stanza_that_differs_anywhere_is_checked():
+    """Values equal in Python but not to the checks (1, 1.0 and true) are verdicts of
+    their own."""
     verdicts = schemas.Verdicts()
-    ok = schemas.check_stage(stage(), served=True, verdicts=verdicts)
-    bad = schemas.check_stage(stage(args=[{"name": "service", "value": 1}]), served=True,
-                              verdicts=verdicts)
-    one = schemas.check_stage(stage(args=[{"name": "service", "value": True}]),
-                              served=True, verdicts=verdicts)
-    assert ok == [] and bad and one
-    assert "1" in bad[0].message and "true" in one[0].message
+
+    def found(value: Any) -> list[str]:
+        obj = stage(args=[{"name": "service", "value": value}])
+        return [f.message for f in schemas.check_stage(obj, served=True, verdicts=verdicts)]
+
+    assert found("v") == []
+    one, true, one_float = found(1), found(True), found(1.0)
+    assert "1" in one[0] and "true" in true[0] and "1.0" in one_float[0]
+    assert len(verdicts) == 4
 
 
 def test_vars_and_namespace_are_part_of_the_verdict():
@@ -181,7 +185,7 @@ def test_vars_and_namespace_are_part_of_the_verdict():
 
 
 def test_bounded_by_entries_and_by_a_part_s_size():
-    verdicts = schemas.Verdicts(max_entries=2, max_part_chars=400)
+    verdicts = schemas.Verdicts(max_entries=2, max_part_bytes=400)
     for value in ("a", "b", "c"):
         schemas.check_stage(stage(args=[{"name": "service", "value": value}]), served=True,
                             verdicts=verdicts)
