@@ -75,8 +75,8 @@ def check_stage(stage: Any, *, template_lookup: TemplateLookup | None = None,
     ``LookupUnavailable`` those warnings are left out and the rest still applies.
     ``served``: the API server accepted ``stage`` (admission, the reconciler), so a field
     rollgate does not know is a newer Kargo's: a warning (``schemas.skew``).
-    ``verdicts``: findings kept from earlier calls (the webhook's; ``stage`` decoded from
-    JSON).
+    ``verdicts``: findings kept from earlier calls for the same checked part (the
+    webhook's, ``schemas.verdicts``).
     """
     if not isinstance(stage, dict):
         return []
