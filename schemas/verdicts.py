@@ -8,8 +8,9 @@ are a pure function of the Stage's checked part (``schemas.stage.checked_part``:
 they read, all they are given) and of the look-ups' answers, so the same part with the
 same answers has the same findings. Each look-up the checks made is asked again, in the
 order they asked it, and its answer compared by identity (the webhook's cache hands out
-the object it holds until a refresh brings a new one): a template fetched anew, deleted
-or not known now runs the checks again (docs/components.md "Verdicts kept").
+the object it holds until a refresh brings a new one, and never edits one in place; a
+caller's own look-ups must not either): a template fetched anew, deleted or not known
+now runs the checks again (docs/components.md "Verdicts kept").
 
 The webhook owns one :class:`Verdicts` per process.
 """
@@ -42,47 +43,60 @@ class _Verdict(NamedTuple):
 class _Recorder:
     """The look-up the checks get when a part is new: notes each question and answer;
     ``failed`` when one raised (the findings then lack warnings that are not for
-    keeping)."""
+    keeping). ``fresh``: answers just given to the re-ask of a kept verdict, used once
+    instead of asking again (a template not found is not cached: asking twice would be
+    two API calls)."""
 
-    __slots__ = ("asked", "failed", "lookup")
+    __slots__ = ("asked", "failed", "fresh", "lookup")
 
-    def __init__(self, lookup: TemplateLookup) -> None:
+    def __init__(self, lookup: TemplateLookup, fresh: dict[Question, object]) -> None:
         self.lookup = lookup
+        self.fresh = fresh
         self.asked: list[tuple[Question, object]] = []
         self.failed = False
 
     def __call__(self, kind: str, namespace: str, name: str) -> Any:
-        try:
-            answer = self.lookup(kind, namespace, name)
-        except BaseException:  # LookupUnavailable, and MustWait, which ends the check
-            self.failed = True
-            raise
-        self.asked.append(((kind, namespace, name), answer))
+        question = (kind, namespace, name)
+        if question in self.fresh:
+            answer = self.fresh.pop(question)
+        else:
+            try:
+                answer = self.lookup(kind, namespace, name)
+            except BaseException:  # LookupUnavailable, and MustWait, which ends the check
+                self.failed = True
+                raise
+        self.asked.append((question, answer))
         return answer
 
 
 def _same_answers(asked: tuple[tuple[Question, object], ...],
-                  lookup: TemplateLookup | None) -> bool:
+                  lookup: TemplateLookup | None, fresh: dict[Question, object]) -> bool:
+    """Whether each look-up answers as it did; the answers given go to ``fresh``."""
     if lookup is None:
         return not asked
     for question, answer in asked:
         try:
-            if lookup(*question) is not answer:
-                return False
+            now = lookup(*question)
         except LookupUnavailable:
+            return False
+        fresh[question] = now
+        if now is not answer:
             return False
     return True
 
 
 class Verdicts:
     """Findings per (check, whether look-ups were given, checked part); bounded by
-    entries and by the size of a part written out (a bigger one is checked every
-    time)."""
+    entries (the table is emptied when full), by the size of a part written out and by
+    the look-ups a check made (each verdict holds the answers it compares; a bigger
+    part, or a check of more templates, is checked every time)."""
 
-    def __init__(self, *, max_entries: int = 256, max_part_bytes: int = 16384) -> None:
+    def __init__(self, *, max_entries: int = 256, max_part_bytes: int = 16384,
+                 max_lookups: int = 16) -> None:
         self._kept: dict[tuple[Check, bool, bytes], _Verdict] = {}
         self._max_entries = max_entries
         self._max_part_bytes = max_part_bytes
+        self._max_lookups = max_lookups
 
     def __len__(self) -> int:
         """How many verdicts are kept."""
@@ -100,13 +114,18 @@ class Verdicts:
             return check(part, lookup)
         key = (check, lookup is None, written)
         kept = self._kept.get(key)
-        if kept is not None and _same_answers(kept.asked, lookup):
+        fresh: dict[Question, object] = {}
+        if kept is not None and _same_answers(kept.asked, lookup, fresh):
             return list(kept.findings)
-        recorder = None if lookup is None else _Recorder(lookup)
+        recorder = None if lookup is None else _Recorder(lookup, fresh)
         found = check(part, recorder)
-        if recorder is None or not recorder.failed:
-            if len(self._kept) >= self._max_entries:
-                self._kept.clear()  # simpler than an LRU, and a full table is rare
-            asked = () if recorder is None else tuple(recorder.asked)
-            self._kept[key] = _Verdict(tuple(found), asked)
+        if recorder is None:
+            self._keep(key, _Verdict(tuple(found), ()))
+        elif not recorder.failed and len(recorder.asked) <= self._max_lookups:
+            self._keep(key, _Verdict(tuple(found), tuple(recorder.asked)))
         return found
+
+    def _keep(self, key: tuple[Check, bool, bytes], verdict: _Verdict) -> None:
+        if len(self._kept) >= self._max_entries:
+            self._kept.clear()  # simpler than an LRU, and a full table is rare
+        self._kept[key] = verdict

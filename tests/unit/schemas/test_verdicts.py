@@ -51,7 +51,21 @@ class Templates:
         return self.held
 
 
-def test_another_stage_with_the_same_stanza_gets_the_kept_verdict():
+@pytest.fixture
+def check_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the checks ran (one entry a run)."""
+    runs: list[int] = []
+    real = schemas.stage._check_part
+
+    def counted(*args: Any, **kwargs: Any) -> list[schemas.Finding]:
+        runs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(schemas.stage, "_check_part", counted)
+    return runs
+
+
+def test_another_stage_with_the_same_stanza_gets_the_kept_verdict(check_runs):
     templates = Templates(template(declared=()))
     verdicts = schemas.Verdicts()
     first = schemas.check_stage(stage("test"), template_lookup=templates, served=True,
@@ -64,6 +78,7 @@ def test_another_stage_with_the_same_stanza_gets_the_kept_verdict():
     again = schemas.check_stage(other, template_lookup=templates, served=True,
                                 verdicts=verdicts)
     assert again == first
+    assert len(check_runs) == 1, "the checks ran for the first Stage only"
     assert templates.asked == 2 * asked, "a kept verdict re-asks each look-up once"
     assert len(verdicts) == 1
 
@@ -87,8 +102,10 @@ def test_a_template_deleted_since_runs_the_checks_again():
     assert schemas.check_stage(stage(), template_lookup=templates, served=True,
                                verdicts=verdicts) == []
     templates.held = None
+    asked = templates.asked
     after = schemas.check_stage(stage(), template_lookup=templates, served=True,
                                 verdicts=verdicts)
+    assert templates.asked == asked + 1, "the re-ask's answer is the checks' answer"
     assert [f.message for f in after] == [
         f'AnalysisTemplate "success-rate" in namespace "{NS}" does not exist; the '
         "verification will end in Error until it is created"]
@@ -166,25 +183,31 @@ def test_a_stanza_that_differs_anywhere_is_checked():
     assert len(verdicts) == 4
 
 
-def test_vars_and_namespace_are_part_of_the_verdict():
+def test_vars_and_namespace_are_part_of_the_verdict(check_runs):
     uses_var = [{"name": "service", "value": "${{ vars.svc }}"}]
     verdicts = schemas.Verdicts()
     without = schemas.check_stage(stage(args=uses_var), served=True, verdicts=verdicts)
     with_var = stage(args=uses_var)
     with_var["spec"]["vars"] = [{"name": "svc", "value": "checkout"}]
     assert without and schemas.check_stage(with_var, served=True, verdicts=verdicts) == []
+    assert len(check_runs) == 2
+    # The same template object answers in both namespaces: only the key tells them apart.
+    templates = Templates(template())
+    asked_in: list[str] = []
+
+    def lookup(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        asked_in.append(namespace)
+        return templates(kind, namespace, name)
+
     elsewhere = stage()
     elsewhere["metadata"]["namespace"] = "other"
-    templates = Templates(template())
-    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts) == []
-    templates.held = None  # what a look-up in "other" answers
-    missing = schemas.check_stage(elsewhere, template_lookup=templates, served=True,
-                                  verdicts=verdicts)
-    assert 'in namespace "other" does not exist' in missing[0].message
+    for obj in (stage(), elsewhere):
+        assert schemas.check_stage(obj, template_lookup=lookup, served=True,
+                                   verdicts=verdicts) == []
+    assert len(check_runs) == 4 and asked_in == [NS, "other"]
 
 
-def test_bounded_by_entries_and_by_a_part_s_size():
+def test_bounded_by_entries_a_part_s_size_and_its_look_ups():
     verdicts = schemas.Verdicts(max_entries=2, max_part_bytes=400)
     for value in ("a", "b", "c"):
         schemas.check_stage(stage(args=[{"name": "service", "value": value}]), served=True,
@@ -193,6 +216,10 @@ def test_bounded_by_entries_and_by_a_part_s_size():
     big = stage(args=[{"name": "service", "value": "x" * 400}])
     assert schemas.check_stage(big, served=True, verdicts=verdicts) == []
     assert len(verdicts) == 1
+    few = schemas.Verdicts(max_lookups=0)
+    assert schemas.check_stage(stage(), template_lookup=Templates(template()), served=True,
+                               verdicts=few) == []
+    assert len(few) == 0, "a check that asked more look-ups than the bound is not kept"
 
 
 def test_a_part_nested_too_deep_to_serialize_is_checked_each_time():
@@ -200,7 +227,7 @@ def test_a_part_nested_too_deep_to_serialize_is_checked_each_time():
     for _ in range(100_000):
         deep = [deep]
     obj = stage(args=[{"name": "service", "value": "v", "extra": deep}])
-    verdicts = schemas.Verdicts()
+    verdicts = schemas.Verdicts(max_part_bytes=1 << 30)  # only marshal's refusal counts
     found = schemas.check_stage(obj, served=True, verdicts=verdicts)
     assert found == schemas.check_stage(obj, served=True)
     assert len(verdicts) == 0
