@@ -290,6 +290,7 @@ def handler_us(timer: Timer) -> dict[str, float]:
     answer = looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
     assert answer is not None and json.loads(answer.body)["response"] == outcome.body[
         "response"], "the cached look-ups must answer, and add no warning"
+
     def cached() -> object:
         return looked_up.respond("POST", "/validate/stages", BODY, may_wait=False)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import schemas
+from schemas.lookups import TemplateLookup
 from schemas.stage import checked_part
 from testkit import objects
 from webhook.config import MustWait
@@ -51,6 +52,13 @@ class Templates:
         return self.held
 
 
+def served(obj: dict[str, Any], verdicts: schemas.Verdicts | None = None, *,
+           lookup: TemplateLookup | None = None) -> list[schemas.Finding]:
+    """``check_stage`` as the webhook calls it (an object the API server accepted), with
+    ``verdicts`` kept when given."""
+    return schemas.check_stage(obj, template_lookup=lookup, served=True, verdicts=verdicts)
+
+
 @pytest.fixture
 def check_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times the checks ran (one entry a run)."""
@@ -68,15 +76,13 @@ def check_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_another_stage_with_the_same_stanza_gets_the_kept_verdict(check_runs):
     templates = Templates(template(declared=()))
     verdicts = schemas.Verdicts()
-    first = schemas.check_stage(stage("test"), template_lookup=templates, served=True,
-                                verdicts=verdicts)
+    first = served(stage("test"), verdicts, lookup=templates)
     assert first, "an undeclared arg is a warning"
     asked = templates.asked
     other = stage("prod", uid="another", labels={"tier": "2"},
                   annotations={"kubectl.kubernetes.io/last-applied-configuration": "{}"})
     other["status"] = {"phase": "Steady"}
-    again = schemas.check_stage(other, template_lookup=templates, served=True,
-                                verdicts=verdicts)
+    again = served(other, verdicts, lookup=templates)
     assert again == first
     assert len(check_runs) == 1, "the checks ran for the first Stage only"
     assert templates.asked == 2 * asked, "a kept verdict re-asks each look-up once"
@@ -86,25 +92,20 @@ def test_another_stage_with_the_same_stanza_gets_the_kept_verdict(check_runs):
 def test_a_template_fetched_anew_runs_the_checks_again():
     templates = Templates(template(declared=()))
     verdicts = schemas.Verdicts()
-    before = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                                 verdicts=verdicts)
+    before = served(stage(), verdicts, lookup=templates)
     assert any("args[0].name" in f.field for f in before)
     templates.held = template(declared=("service",))  # the refresh's new object
-    after = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                                verdicts=verdicts)
-    assert after == [] == schemas.check_stage(stage(), template_lookup=templates,
-                                              served=True)
+    after = served(stage(), verdicts, lookup=templates)
+    assert after == [] == served(stage(), lookup=templates)
 
 
 def test_a_template_deleted_since_runs_the_checks_again():
     templates = Templates(template())
     verdicts = schemas.Verdicts()
-    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts) == []
+    assert served(stage(), verdicts, lookup=templates) == []
     templates.held = None
     asked = templates.asked
-    after = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                                verdicts=verdicts)
+    after = served(stage(), verdicts, lookup=templates)
     assert templates.asked == asked + 1, "the re-ask's answer is the checks' answer"
     assert [f.message for f in after] == [
         f'AnalysisTemplate "success-rate" in namespace "{NS}" does not exist; the '
@@ -115,25 +116,21 @@ def test_a_look_up_that_fails_keeps_nothing():
     templates = Templates(template(declared=()))
     templates.fail = schemas.LookupUnavailable("API server unreachable")
     verdicts = schemas.Verdicts()
-    blind = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                                verdicts=verdicts)
+    blind = served(stage(), verdicts, lookup=templates)
     assert blind == [], "without the template there is nothing to warn about"
     assert len(verdicts) == 0
     templates.fail = None
-    seen = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts)
+    seen = served(stage(), verdicts, lookup=templates)
     assert [f.field for f in seen] == ["spec.verification.args[0].name"]
 
 
 def test_a_look_up_that_fails_on_the_re_ask_runs_the_checks_again():
     templates = Templates(template(declared=()))
     verdicts = schemas.Verdicts()
-    kept = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts)
+    kept = served(stage(), verdicts, lookup=templates)
     assert kept
     templates.fail = schemas.LookupUnavailable("API server unreachable")
-    assert schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts) == []
+    assert served(stage(), verdicts, lookup=templates) == []
 
 
 def test_must_wait_ends_the_check_and_keeps_nothing():
@@ -141,18 +138,15 @@ def test_must_wait_ends_the_check_and_keeps_nothing():
     templates.fail = MustWait(("AnalysisTemplate", NS, "success-rate"))
     verdicts = schemas.Verdicts()
     with pytest.raises(MustWait):
-        schemas.check_stage(stage(), template_lookup=templates, served=True,
-                            verdicts=verdicts)
+        served(stage(), verdicts, lookup=templates)
     assert len(verdicts) == 0
 
 
 def test_without_look_ups_is_a_verdict_of_its_own():
     templates = Templates(template(declared=()))
     verdicts = schemas.Verdicts()
-    blind = schemas.check_stage(stage(), template_lookup=None, served=True,
-                                verdicts=verdicts)
-    seen = schemas.check_stage(stage(), template_lookup=templates, served=True,
-                               verdicts=verdicts)
+    blind = served(stage(), verdicts)
+    seen = served(stage(), verdicts, lookup=templates)
     assert blind == [] and [f.field for f in seen] == ["spec.verification.args[0].name"]
     assert len(verdicts) == 2
 
@@ -175,7 +169,7 @@ def test_a_stanza_that_differs_anywhere_is_checked():
 
     def found(value: Any) -> list[str]:
         obj = stage(args=[{"name": "service", "value": value}])
-        return [f.message for f in schemas.check_stage(obj, served=True, verdicts=verdicts)]
+        return [f.message for f in served(obj, verdicts)]
 
     assert found("v") == []
     one, true, one_float = found(1), found(True), found(1.0)
@@ -186,10 +180,10 @@ def test_a_stanza_that_differs_anywhere_is_checked():
 def test_vars_and_namespace_are_part_of_the_verdict(check_runs):
     uses_var = [{"name": "service", "value": "${{ vars.svc }}"}]
     verdicts = schemas.Verdicts()
-    without = schemas.check_stage(stage(args=uses_var), served=True, verdicts=verdicts)
+    without = served(stage(args=uses_var), verdicts)
     with_var = stage(args=uses_var)
     with_var["spec"]["vars"] = [{"name": "svc", "value": "checkout"}]
-    assert without and schemas.check_stage(with_var, served=True, verdicts=verdicts) == []
+    assert without and served(with_var, verdicts) == []
     assert len(check_runs) == 2
     # The same template object answers in both namespaces: only the key tells them apart.
     templates = Templates(template())
@@ -202,19 +196,17 @@ def test_vars_and_namespace_are_part_of_the_verdict(check_runs):
     elsewhere = stage()
     elsewhere["metadata"]["namespace"] = "other"
     for obj in (stage(), elsewhere):
-        assert schemas.check_stage(obj, template_lookup=lookup, served=True,
-                                   verdicts=verdicts) == []
+        assert served(obj, verdicts, lookup=lookup) == []
     assert len(check_runs) == 4 and asked_in == [NS, "other"]
 
 
 def test_bounded_by_entries_a_part_s_size_and_its_look_ups():
     verdicts = schemas.Verdicts(max_entries=2, max_part_bytes=400)
     for value in ("a", "b", "c"):
-        schemas.check_stage(stage(args=[{"name": "service", "value": value}]), served=True,
-                            verdicts=verdicts)
+        served(stage(args=[{"name": "service", "value": value}]), verdicts)
     assert len(verdicts) == 1, "full at the third: cleared, then the third kept"
     big = stage(args=[{"name": "service", "value": "x" * 400}])
-    assert schemas.check_stage(big, served=True, verdicts=verdicts) == []
+    assert served(big, verdicts) == []
     assert len(verdicts) == 1
     few = schemas.Verdicts(max_lookups=0)
     assert schemas.check_stage(stage(), template_lookup=Templates(template()), served=True,
@@ -228,8 +220,8 @@ def test_a_part_nested_too_deep_to_serialize_is_checked_each_time():
         deep = [deep]
     obj = stage(args=[{"name": "service", "value": "v", "extra": deep}])
     verdicts = schemas.Verdicts(max_part_bytes=1 << 30)  # only marshal's refusal counts
-    found = schemas.check_stage(obj, served=True, verdicts=verdicts)
-    assert found == schemas.check_stage(obj, served=True)
+    found = served(obj, verdicts)
+    assert found == served(obj)
     assert len(verdicts) == 0
 
 
